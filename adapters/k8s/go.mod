@@ -1,0 +1,13 @@
+module github.com/resumable-go/resumable/adapters/k8s
+
+go 1.26.0
+
+require github.com/resumable-go/resumable v0.0.0
+
+require (
+	k8s.io/api v0.37.2 // indirect
+	k8s.io/apimachinery v0.37.2 // indirect
+	k8s.io/client-go v0.37.2 // indirect
+)
+
+replace github.com/resumable-go/resumable => ../..

@@ -1,0 +1,26 @@
+// Package testenv runs a real etcd and kube-apiserver on loopback ports for the
+// integration tests of the k8s adapter.
+//
+// A real API server does what fakes do not: it ends every watch on its own
+// after a few seconds (--min-request-timeout is 5 here), sends bookmarks, and
+// after a restart answers 410 Gone ("too old resource version") to a watch
+// from a resource version older than its fresh watch cache. [Start] gives a
+// test such a server, and [Env] stops and restarts it (and etcd) on the same
+// ports and data directory.
+//
+// Rules of use:
+//   - Tests opt in with RESUMABLE_K8S_INTEGRATION=1 ([EnvIntegration]); without
+//     it, or without the binaries, [Start] skips the test with a one-line reason.
+//   - The binaries come from scripts/testenv.sh build, which compiles them from
+//     the Go module proxy into a cache directory; [EnvBin] overrides where they
+//     are looked for. [Available] reports whether they are there.
+//   - Every process started is killed, with its process group, when the test
+//     ends (t.Cleanup), failed or not; on Linux a child is also killed if the
+//     test binary dies. Logs go to files in the test's temporary directory and
+//     their tails are printed when the test has failed.
+//   - An Env belongs to the test that started it: call its methods from that
+//     test's goroutine. [Env.Config] and [Env.UserConfig] may be called from
+//     any goroutine.
+//   - Each Env costs a few seconds to start (about 10 s on two loaded cores):
+//     share one across subtests when they can share a cluster.
+package testenv

@@ -1,0 +1,219 @@
+package backoff
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	cbackoff "github.com/cenkalti/backoff/v4"
+)
+
+// Policy makes delay sequences. Policies are immutable and safe for
+// concurrent use; each call to NewSequence returns an independent sequence.
+type Policy interface {
+	// NewSequence returns a fresh sequence, starting from its first step.
+	NewSequence() Sequence
+}
+
+// Sequence is one stream's run of delays. It is not safe for concurrent use:
+// a stream owns its sequence.
+type Sequence interface {
+	// Next returns the delay before the next attempt, or ok=false when the
+	// policy gives up.
+	Next() (delay time.Duration, ok bool)
+	// Reset starts the sequence over, as after progress was made.
+	Reset()
+}
+
+// Func adapts a constructor of cenkalti/backoff/v4 BackOff values to a Policy.
+// newBackOff is called once per sequence and must return a new value each
+// time (never one shared between sequences); a returned BackOff that answers
+// cbackoff.Stop ends the retries. A nil newBackOff is treated as [None].
+func Func(newBackOff func() cbackoff.BackOff) Policy {
+	if newBackOff == nil {
+		return None()
+	}
+	return funcPolicy(newBackOff)
+}
+
+type funcPolicy func() cbackoff.BackOff
+
+func (f funcPolicy) NewSequence() Sequence {
+	b := f()
+	if b == nil {
+		b = &cbackoff.ZeroBackOff{}
+	}
+	b.Reset()
+	return &cenkaltiSeq{b: b}
+}
+
+type cenkaltiSeq struct{ b cbackoff.BackOff }
+
+func (s *cenkaltiSeq) Next() (time.Duration, bool) {
+	d := s.b.NextBackOff()
+	if d == cbackoff.Stop {
+		return 0, false
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+func (s *cenkaltiSeq) Reset() { s.b.Reset() }
+
+// Constant returns a policy that waits d before every attempt and never gives
+// up. A negative d counts as zero.
+func Constant(d time.Duration) Policy {
+	if d < 0 {
+		d = 0
+	}
+	return Func(func() cbackoff.BackOff { return cbackoff.NewConstantBackOff(d) })
+}
+
+// None returns a policy that never waits and never gives up.
+func None() Policy { return Constant(0) }
+
+// Default returns the policy a stream uses when none is given: jittered
+// exponential, starting at 500ms (±50%), growing 1.5× per failure up to 30s,
+// with no limit on attempts or elapsed time.
+func Default() Policy {
+	p, _ := NewExponential()
+	return p
+}
+
+// Option configures [Exponential].
+type Option interface{ apply(*expConfig) }
+
+type expConfig struct {
+	initial, max, maxElapsed time.Duration
+	multiplier, jitter       float64
+	maxRetries               int
+	err                      error
+}
+
+type optionFunc func(*expConfig)
+
+func (f optionFunc) apply(c *expConfig) { f(c) }
+
+// WithInitialInterval sets the first delay (before jitter). Default 500ms.
+func WithInitialInterval(d time.Duration) Option {
+	return optionFunc(func(c *expConfig) { c.initial = d })
+}
+
+// WithMaxInterval caps every delay (before jitter). Default 30s.
+func WithMaxInterval(d time.Duration) Option {
+	return optionFunc(func(c *expConfig) { c.max = d })
+}
+
+// WithMultiplier sets how much the delay grows per failure. Default 1.5; it
+// must be at least 1.
+func WithMultiplier(m float64) Option {
+	return optionFunc(func(c *expConfig) { c.multiplier = m })
+}
+
+// WithJitter sets the randomization factor: each delay is drawn uniformly
+// from [d·(1−j), d·(1+j)]. Default 0.5; 0 disables jitter; it must be in
+// [0, 1].
+func WithJitter(j float64) Option {
+	return optionFunc(func(c *expConfig) { c.jitter = j })
+}
+
+// WithMaxElapsedTime makes the sequence give up once d has passed since its
+// start or last reset. Default 0: never.
+func WithMaxElapsedTime(d time.Duration) Option {
+	return optionFunc(func(c *expConfig) { c.maxElapsed = d })
+}
+
+// WithMaxRetries makes the sequence give up after n delays without a reset.
+// Default 0: never.
+func WithMaxRetries(n int) Option {
+	return optionFunc(func(c *expConfig) { c.maxRetries = n })
+}
+
+// ErrInvalidOption is matched by the error [NewExponential] returns for an
+// option out of range.
+var ErrInvalidOption = errors.New("backoff: invalid option")
+
+// NewExponential returns a jittered exponential policy configured by opts, or
+// an error matching [ErrInvalidOption] when an option is out of range.
+func NewExponential(opts ...Option) (Policy, error) {
+	c := expConfig{
+		initial:    cbackoff.DefaultInitialInterval,
+		max:        30 * time.Second,
+		multiplier: cbackoff.DefaultMultiplier,
+		jitter:     cbackoff.DefaultRandomizationFactor,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	switch {
+	case c.initial < 0:
+		return nil, fmt.Errorf("%w: initial interval %v is negative", ErrInvalidOption, c.initial)
+	case c.max < 0:
+		return nil, fmt.Errorf("%w: max interval %v is negative", ErrInvalidOption, c.max)
+	case c.max < c.initial:
+		return nil, fmt.Errorf("%w: max interval %v is below the initial interval %v", ErrInvalidOption, c.max, c.initial)
+	case c.multiplier < 1 || c.multiplier != c.multiplier:
+		return nil, fmt.Errorf("%w: multiplier %v is below 1", ErrInvalidOption, c.multiplier)
+	case c.jitter < 0 || c.jitter > 1 || c.jitter != c.jitter:
+		return nil, fmt.Errorf("%w: jitter %v is outside [0, 1]", ErrInvalidOption, c.jitter)
+	case c.maxElapsed < 0:
+		return nil, fmt.Errorf("%w: max elapsed time %v is negative", ErrInvalidOption, c.maxElapsed)
+	case c.maxRetries < 0:
+		return nil, fmt.Errorf("%w: max retries %d is negative", ErrInvalidOption, c.maxRetries)
+	}
+	return &exponential{c: c}, nil
+}
+
+// Exponential returns a jittered exponential policy configured by opts. It
+// never panics: when an option is out of range it returns a policy whose
+// Validate method reports the error (stream.New refuses such a policy with
+// that error) and whose sequences give up at once. Use [NewExponential] to
+// get the error directly.
+func Exponential(opts ...Option) Policy {
+	p, err := NewExponential(opts...)
+	if err != nil {
+		return invalid{err: err}
+	}
+	return p
+}
+
+// Validator is implemented by policies that can be invalid; stream.New calls
+// Validate and refuses a policy that reports an error.
+type Validator interface {
+	Validate() error
+}
+
+type invalid struct{ err error }
+
+func (p invalid) NewSequence() Sequence { return stopSeq{} }
+func (p invalid) Validate() error       { return p.err }
+
+type stopSeq struct{}
+
+func (stopSeq) Next() (time.Duration, bool) { return 0, false }
+func (stopSeq) Reset()                      {}
+
+type exponential struct{ c expConfig }
+
+// Validate reports nil: a policy from NewExponential is always valid.
+func (p *exponential) Validate() error { return nil }
+
+func (p *exponential) NewSequence() Sequence {
+	b := cbackoff.NewExponentialBackOff(
+		cbackoff.WithInitialInterval(p.c.initial),
+		cbackoff.WithMaxInterval(p.c.max),
+		cbackoff.WithMultiplier(p.c.multiplier),
+		cbackoff.WithRandomizationFactor(p.c.jitter),
+		cbackoff.WithMaxElapsedTime(p.c.maxElapsed),
+	)
+	var bo cbackoff.BackOff = b
+	if p.c.maxRetries > 0 {
+		bo = cbackoff.WithMaxRetries(b, uint64(p.c.maxRetries))
+	}
+	bo.Reset()
+	return &cenkaltiSeq{b: bo}
+}

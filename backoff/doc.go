@@ -1,0 +1,14 @@
+// Package backoff says how long a resumable stream waits between attempts
+// after a failure. It builds on github.com/cenkalti/backoff/v4 for the delay
+// sequences and adds what a long-lived stream needs: every stream gets its own
+// fresh sequence from a [Policy] (cenkalti's ExponentialBackOff is not safe for
+// concurrent use), and no policy gives up on elapsed time unless told to.
+//
+// A [Policy] is a recipe and is safe to share between any number of streams;
+// a [Sequence] is one stream's state and belongs to one goroutine.
+//
+// Stock policies: [Default] (jittered exponential, 500ms growing to 30s, no
+// limit), [Exponential] with options, [Constant], [None] (no delay at all;
+// with a minimum restart delay this is client-go's RetryWatcher), and [Func]
+// to adapt any cenkalti BackOff constructor.
+package backoff

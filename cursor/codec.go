@@ -1,0 +1,188 @@
+package cursor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Codec turns a cursor into the bytes a [File] store writes, and back. A
+// Codec must be safe for concurrent use; Encode and Decode may be called any
+// number of times.
+//
+// Decode must reject what is not a whole cursor (empty, truncated or
+// garbled data) with an error rather than return a zero or partial one:
+// [File] reports every Decode error as [ErrCorrupt], and a lenient Decode
+// would let a stream silently restart from the beginning.
+type Codec[C any] interface {
+	// Encode returns the encoding of c.
+	Encode(c C) ([]byte, error)
+	// Decode returns the cursor encoded in data, or an error when data is
+	// not one whole cursor.
+	Decode(data []byte) (C, error)
+}
+
+// JSON returns a [Codec] that stores a cursor as one JSON value followed by
+// a newline, as encoding/json marshals it. Decode is strict, so that a
+// damaged or mistyped file fails instead of loading a zero cursor: the data
+// must hold exactly one JSON value (surrounding white space is allowed), an
+// object must not have fields C does not know, and null is accepted only
+// when C is a pointer, interface, map or slice type.
+//
+// A truncated object, array or string fails to decode; a truncated bare
+// number does not (12345 cut to 123 is still a number), so prefer an object
+// or string cursor when the file may be damaged by other means than [File]
+// itself.
+func JSON[C any]() Codec[C] {
+	return jsonCodec[C]{}
+}
+
+type jsonCodec[C any] struct{}
+
+func (jsonCodec[C]) Encode(c C) ([]byte, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("cursor: JSON codec: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+func (jsonCodec[C]) Decode(data []byte) (C, error) {
+	var c C
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return c, errEmpty
+	}
+	if bytes.Equal(trimmed, []byte("null")) && !nilable(reflect.TypeFor[C]()) {
+		return c, fmt.Errorf("cursor: JSON codec: null is not a %v cursor", reflect.TypeFor[C]())
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var zero C
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return zero, fmt.Errorf("cursor: JSON codec: truncated JSON: %w", err)
+		}
+		return zero, fmt.Errorf("cursor: JSON codec: %w", err)
+	}
+	if off := dec.InputOffset(); off != int64(len(trimmed)) {
+		var zero C
+		return zero, fmt.Errorf("cursor: JSON codec: data after the JSON value at offset %d: %s",
+			off, excerpt(trimmed[off:]))
+	}
+	return c, nil
+}
+
+// nilable reports whether JSON null is a meaningful value of t.
+func nilable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		return true
+	}
+	return false
+}
+
+// String returns a [Codec] that stores a string cursor as a single line of
+// text followed by a newline, for an operator to read and edit. Decode
+// ignores white space around the value, so "abc", "abc\n" and " abc \r\n"
+// all decode to "abc".
+//
+// A cursor must be non-empty, valid UTF-8, without control characters
+// (including newlines) and without white space at either end: Encode
+// rejects other strings, and Decode rejects data that does not hold such a
+// value. An empty file, or one full of zero bytes, is therefore corrupt,
+// never the empty cursor.
+func String() Codec[string] {
+	return stringCodec{}
+}
+
+type stringCodec struct{}
+
+func (stringCodec) Encode(s string) ([]byte, error) {
+	if err := checkText(s); err != nil {
+		return nil, err
+	}
+	if s != strings.TrimSpace(s) {
+		return nil, fmt.Errorf("cursor: string codec: %s has white space at an end, which Decode would drop", excerpt([]byte(s)))
+	}
+	data := make([]byte, 0, len(s)+1)
+	return append(append(data, s...), '\n'), nil
+}
+
+func (stringCodec) Decode(data []byte) (string, error) {
+	s := string(bytes.TrimSpace(data))
+	if err := checkText(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// checkText reports whether s is a valid text cursor: non-empty, UTF-8,
+// without control characters.
+func checkText(s string) error {
+	if s == "" {
+		return errEmpty
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("cursor: string codec: %s is not valid UTF-8", excerpt([]byte(s)))
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("cursor: string codec: control character %U at offset %d in %s; a text cursor is one line of printable text",
+				r, i, excerpt([]byte(s)))
+		}
+	}
+	return nil
+}
+
+// Int64 returns a [Codec] that stores an int64 cursor (an offset, a
+// revision, a sequence number) as decimal text followed by a newline, for
+// an operator to read and edit. Decode ignores white space around the
+// number and rejects anything else, including an empty file, a number with
+// a fraction or exponent, and one that overflows int64.
+func Int64() Codec[int64] {
+	return int64Codec{}
+}
+
+type int64Codec struct{}
+
+func (int64Codec) Encode(n int64) ([]byte, error) {
+	data := make([]byte, 0, 21)
+	return append(strconv.AppendInt(data, n, 10), '\n'), nil
+}
+
+func (int64Codec) Decode(data []byte) (int64, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return 0, errEmpty
+	}
+	n, err := strconv.ParseInt(string(trimmed), 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("cursor: int64 codec: %s is out of the int64 range", excerpt(trimmed))
+		}
+		return 0, fmt.Errorf("cursor: int64 codec: %s is not a decimal integer", excerpt(trimmed))
+	}
+	return n, nil
+}
+
+// errEmpty is the error every built-in codec returns for data that holds
+// nothing but white space.
+var errEmpty = errors.New("cursor: empty cursor data")
+
+// excerpt quotes the start of data for an error message, so that a large
+// corrupt file does not make a large error.
+func excerpt(data []byte) string {
+	const limit = 40
+	if len(data) <= limit {
+		return strconv.Quote(string(data))
+	}
+	return strconv.Quote(string(data[:limit])) + fmt.Sprintf("... (%d bytes)", len(data))
+}

@@ -1,0 +1,379 @@
+package cursor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+// maxFileSize bounds what a [File] store writes and reads, so that a path
+// pointing at a large unrelated file fails instead of being read whole.
+const maxFileSize = 1 << 20
+
+// ErrCorrupt is matched (errors.Is) by the [*FileError] that [File.Load]
+// returns when the file exists but does not hold a cursor its [Codec] can
+// decode: empty, truncated, garbled, or larger than 1 MiB. The stream must
+// not retry it, and must not start over from the initial cursor: an operator
+// has to repair the file, or remove it to restart from the initial cursor.
+var ErrCorrupt = errors.New("cursor: corrupt cursor file")
+
+// errNotRegular is the cause of a FileError for a path that exists but is
+// neither a regular file nor a directory (a device, a pipe, a socket).
+var errNotRegular = errors.New("not a regular file")
+
+// FileError is the error [NewFile], [File.Load] and [File.Save] return for
+// a problem with the cursor file: it names the file, the operation and the
+// cause, which stays reachable with errors.Is and errors.As (a
+// [*io/fs.PathError], [syscall.Errno], a [Codec] error).
+//
+// Op is one of
+//   - "new": NewFile found the path or its directory unusable;
+//   - "load": Load could not read the file;
+//   - "decode": the file holds no cursor; the error matches [ErrCorrupt];
+//   - "encode": the Codec could not encode the cursor given to Save, or
+//     could not decode its own encoding; nothing was written;
+//   - "save": Save could not write, sync or rename the file.
+type FileError struct {
+	Path string // the cursor file, as [File.Path] returns it
+	Op   string // "new", "load", "decode", "encode" or "save"
+	Err  error  // the cause
+}
+
+// Error returns a message that names the file, what went wrong and, for a
+// corrupt file, what to do.
+func (e *FileError) Error() string {
+	if e.Op == "decode" {
+		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString() +
+			" (repair the file, or remove it to restart from the initial cursor)"
+	}
+	return "cursor: " + e.Op + " " + e.Path + ": " + e.errString()
+}
+
+func (e *FileError) errString() string {
+	if e.Err == nil {
+		return "<nil>"
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrCorrupt] and e is about a file that
+// holds no cursor (Op "decode").
+func (e *FileError) Is(target error) bool {
+	return target == ErrCorrupt && e.Op == "decode"
+}
+
+// Permanent reports whether retrying the operation cannot help until
+// something outside the program changes: the file is corrupt, the cursor
+// cannot be encoded, or the cause is a missing or wrong-kind path, a
+// permission or a read-only file system. It reports false for other causes
+// (an I/O error, a full disk, too many open files), which may clear up.
+//
+// An error classifier can honour it through the optional interface
+// interface{ Permanent() bool } without importing this package.
+func (e *FileError) Permanent() bool {
+	switch e.Op {
+	case "new", "decode", "encode":
+		return true
+	}
+	for _, target := range permanentCauses {
+		if errors.Is(e.Err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// permanentCauses are the causes of a "load" or "save" FileError that
+// retrying cannot fix.
+var permanentCauses = []error{
+	fs.ErrPermission, // EACCES, EPERM
+	fs.ErrNotExist,   // the directory was removed
+	errNotRegular,
+	syscall.ENOTDIR,
+	syscall.EISDIR,
+	syscall.EROFS,
+	syscall.ENAMETOOLONG,
+	syscall.ELOOP,
+}
+
+// File is a [Store] that keeps the cursor in a file, encoded by a [Codec].
+// Create one with [NewFile].
+//
+// Crash guarantee: Save writes the new cursor to a temporary file in the
+// same directory, syncs it to stable storage, renames it over the file and
+// syncs the directory. Whenever the process or the machine stops, the file
+// holds either the cursor of the last Save that returned nil or that of a
+// Save in progress; never a torn, empty or half-written one. When a Save
+// fails, the file keeps the previous cursor, except when only the final
+// directory sync failed: the file may then hold the new cursor, which may
+// or may not survive a power loss. Either way it was handled.
+//
+// A process killed during Save can leave its temporary file behind, named
+// ".NAME.*.tmp" beside the file NAME. It is never read, and may be deleted
+// when no Save is running.
+//
+// Concurrency: a File is safe for concurrent use; its Saves run one at a
+// time. Load may run during a Save and returns the cursor before or after
+// it. Several File values (in one process or several) may share a path
+// without corrupting it, since each Save has its own temporary file: the
+// file holds the cursor of the last rename, whichever store made it. They
+// do not coordinate further, so two streams that save to one path overwrite
+// each other's progress; give each stream its own path (see the package
+// documentation for one owner per stream).
+//
+// The file is created with mode 0644, or keeps the permission bits it had
+// when NewFile was called. If the path is a symbolic link, Load reads
+// through it but Save replaces the link with a regular file.
+type File[C any] struct {
+	path    string
+	dir     string
+	pattern string // os.CreateTemp pattern for the temporary file
+	mode    fs.FileMode
+	initial C
+	codec   Codec[C]
+
+	mu sync.Mutex // serialises Save
+}
+
+// NewFile returns a [File] store that keeps its cursor at path, encoded by
+// codec. Load returns initial until a cursor was saved there.
+//
+// NewFile fails when path is empty, codec is nil, the directory of path
+// does not exist or is not a directory, or path is a directory or another
+// non-regular file; its errors other than for an empty path or a nil codec
+// are [*FileError] values with Op "new". It does not create directories,
+// and does not read the file: a corrupt file makes the first Load fail. A
+// relative path is made absolute at once, so a later change of working
+// directory does not move the file.
+//
+// The file holds at most 1 MiB: Save rejects a larger encoding and Load a
+// larger file.
+func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
+	if path == "" {
+		return nil, errors.New("cursor: NewFile: empty path; pass the path of the cursor file")
+	}
+	if codec == nil {
+		return nil, errors.New("cursor: NewFile: nil codec; pass one such as cursor.JSON, cursor.String or cursor.Int64")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &FileError{Path: path, Op: "new", Err: err}
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable; create it first: %w", err)}
+	}
+	if !fi.IsDir() {
+		return nil, &FileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
+	}
+	mode := fs.FileMode(0o644)
+	fi, err = os.Stat(abs)
+	switch {
+	case err == nil:
+		if err := checkRegular(abs, fi); err != nil {
+			return nil, &FileError{Path: abs, Op: "new", Err: err}
+		}
+		mode = fi.Mode().Perm()
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, &FileError{Path: abs, Op: "new", Err: err}
+	}
+	return &File[C]{
+		path:    abs,
+		dir:     dir,
+		pattern: "." + filepath.Base(abs) + ".*.tmp",
+		mode:    mode,
+		initial: initial,
+		codec:   codec,
+	}, nil
+}
+
+// checkRegular returns an error unless fi describes a regular file.
+func checkRegular(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return &fs.PathError{Op: "stat", Path: path, Err: syscall.EISDIR}
+	case !fi.Mode().IsRegular():
+		return &fs.PathError{Op: "stat", Path: path, Err: errNotRegular}
+	}
+	return nil
+}
+
+// Path returns the absolute path of the cursor file.
+func (f *File[C]) Path() string { return f.path }
+
+// Load returns the cursor in the file, or the initial cursor when the file
+// does not exist (but its directory does). It returns ctx's error if ctx is
+// already done, and otherwise a [*FileError]: one that matches
+// [ErrCorrupt] when the file holds no cursor, one with Op "load" when it
+// cannot be read or its directory is gone. Load never falls back to the
+// initial cursor because of an error.
+func (f *File[C]) Load(ctx context.Context) (C, error) {
+	var zero C
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	data, err := f.read()
+	if errors.Is(err, fs.ErrNotExist) {
+		// No cursor saved yet, unless the directory itself is gone.
+		fi, derr := os.Stat(f.dir)
+		if derr == nil && !fi.IsDir() {
+			derr = &fs.PathError{Op: "stat", Path: f.dir, Err: syscall.ENOTDIR}
+		}
+		if derr != nil {
+			return zero, &FileError{Path: f.path, Op: "load", Err: fmt.Errorf("directory unusable: %w", derr)}
+		}
+		return f.initial, nil
+	}
+	if err != nil {
+		return zero, err
+	}
+	c, err := f.codec.Decode(data)
+	if err != nil {
+		return zero, &FileError{Path: f.path, Op: "decode", Err: err}
+	}
+	return c, nil
+}
+
+// read returns the contents of the file, a raw error when it cannot be
+// opened, or a *FileError.
+func (f *File[C]) read() ([]byte, error) {
+	fh, err := os.Open(f.path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+	}
+	if err := checkRegular(f.path, fi); err != nil {
+		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+	}
+	if fi.Size() > maxFileSize {
+		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
+	}
+	data := make([]byte, 0, fi.Size()+1) // +1 sees growth without a second read buffer
+	data, err = readAll(io.LimitReader(fh, maxFileSize+1), data)
+	if err != nil {
+		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+	}
+	if len(data) > maxFileSize {
+		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
+	}
+	return data, nil
+}
+
+// readAll appends r's contents to data, as io.ReadAll does into a new slice.
+func readAll(r io.Reader, data []byte) ([]byte, error) {
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return data, err
+		}
+	}
+}
+
+// Save atomically and durably replaces the cursor in the file with c (see
+// [File] for the crash guarantee). It returns ctx's error without writing if
+// ctx is already done; once it has started it finishes, since file system
+// calls cannot be interrupted. Otherwise it returns nil or a [*FileError]
+// with Op "encode" (nothing was written) or "save", and the file keeps its
+// previous cursor. Any temporary file is removed when Save fails.
+//
+// Before writing, Save checks that the Codec decodes what it encoded, so
+// that Save never writes a file that Load would reject.
+func (f *File[C]) Save(ctx context.Context, c C) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := f.codec.Encode(c)
+	if err != nil {
+		return &FileError{Path: f.path, Op: "encode", Err: err}
+	}
+	if len(data) > maxFileSize {
+		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("encoding of %d bytes, more than a cursor file holds (%d)", len(data), maxFileSize)}
+	}
+	if _, err := f.codec.Decode(data); err != nil {
+		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding, so Load would fail: %w", err)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.write(data); err != nil {
+		return &FileError{Path: f.path, Op: "save", Err: err}
+	}
+	return nil
+}
+
+// write replaces the file with data through a synced temporary file, and
+// syncs the directory.
+func (f *File[C]) write(data []byte) (err error) {
+	tmp, err := os.CreateTemp(f.dir, f.pattern)
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		if err != nil && !renamed {
+			_ = tmp.Close() // already closed on some paths; the error is moot
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if f.mode != 0o600 { // os.CreateTemp's mode
+		if err := tmp.Chmod(f.mode); err != nil {
+			return err
+		}
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), f.path); err != nil {
+		return err
+	}
+	renamed = true
+	return syncDir(f.dir)
+}
+
+// syncDir makes a rename in dir durable. Windows cannot sync a directory,
+// and makes renames durable by itself (NTFS journals metadata).
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

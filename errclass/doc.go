@@ -1,0 +1,23 @@
+// Package errclass decides what a failure of a resumable stream means: retry
+// it, give up, or resynchronise because the cursor has expired.
+//
+// A [Classifier] maps an error to a [Decision]: an [Action] and the least
+// delay the server asked for. Classifiers compose with [Chain], where the
+// first decision that is not [Unknown] wins. [Default] reads the markers this
+// package puts on errors and retries everything else — the philosophy of
+// client-go's RetryWatcher: proceed unless certain it can't.
+//
+// Markers wrap an error and keep it reachable through errors.Is and errors.As:
+//   - [Permanent]: give up ([Fail]).
+//   - [RetryAfter]: retry, but not before the given delay ([Retry] with After).
+//   - [CursorExpired]: the cursor is too old to resume from ([Expired]);
+//     errors.Is(err, [ErrExpired]) reports true.
+//
+// When markers nest or are joined, the first one met in errors.Is order (the
+// outermost, then depth-first through joins) decides. An error that has a
+// method Permanent() bool returning true is treated as marked [Permanent], so
+// packages need not import errclass to say "do not retry this".
+//
+// Classifiers must be safe for concurrent use and must not block: the stream
+// calls them on its own goroutine for every failure.
+package errclass

@@ -1,0 +1,141 @@
+package errclass
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Action is what a stream does about a failure.
+type Action uint8
+
+const (
+	// Unknown means the classifier has no opinion; the next classifier in a
+	// [Chain] decides, and a stream falls back to [Default].
+	Unknown Action = iota
+	// Retry reopens the stream after a delay.
+	Retry
+	// Fail ends the stream and returns the error.
+	Fail
+	// Expired means the cursor can no longer be resumed from: the stream
+	// resynchronises if it has a resync hook, or returns the error.
+	Expired
+)
+
+// NumActions is the number of actions; Action values are below it, so it can
+// size an array indexed by Action.
+const NumActions = int(Expired) + 1
+
+// String returns the action's lower-case name.
+func (a Action) String() string {
+	switch a {
+	case Unknown:
+		return "unknown"
+	case Retry:
+		return "retry"
+	case Fail:
+		return "fail"
+	case Expired:
+		return "expired"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Decision is a classifier's verdict on one error.
+type Decision struct {
+	// Action says what to do.
+	Action Action
+	// After is the least delay the server asked for (Retry-After and the
+	// like) before the next attempt; zero when it asked for none. It is a
+	// floor for the next wait only.
+	After time.Duration
+}
+
+// Classifier decides what an error means. Implementations must be safe for
+// concurrent use, must not block, and must handle any error, including
+// wrapped and joined ones; they are never called with nil by a stream.
+type Classifier interface {
+	Classify(err error) Decision
+}
+
+// Func adapts a function to a [Classifier].
+type Func func(err error) Decision
+
+// Classify calls f(err).
+func (f Func) Classify(err error) Decision { return f(err) }
+
+// Chain returns a Classifier that asks each of cs in turn and returns the
+// first decision whose Action is not [Unknown]; if all are Unknown, it returns
+// an Unknown decision. Nil classifiers are skipped.
+func Chain(cs ...Classifier) Classifier {
+	kept := make(chain, 0, len(cs))
+	for _, c := range cs {
+		if c != nil {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+type chain []Classifier
+
+func (ch chain) Classify(err error) Decision {
+	for _, c := range ch {
+		if d := c.Classify(err); d.Action != Unknown {
+			return d
+		}
+	}
+	return Decision{}
+}
+
+// Default returns the classifier a stream uses when none is given, and the
+// one it falls back to when a user classifier answers [Unknown]: the markers
+// ([Permanent], [RetryAfter], [CursorExpired], and errors with a
+// Permanent() bool method returning true) decide; any other error, including
+// nil, is retried.
+func Default() Classifier { return defaultClassifier{} }
+
+type defaultClassifier struct{}
+
+func (defaultClassifier) Classify(err error) Decision {
+	if d := classifyMarkers(err); d.Action != Unknown {
+		return d
+	}
+	return Decision{Action: Retry}
+}
+
+// Markers returns a classifier that decides only for errors that carry a
+// marker of this package (see [Default]) and answers [Unknown] for the rest,
+// for use inside a [Chain] ahead of rules of your own.
+func Markers() Classifier { return Func(classifyMarkers) }
+
+// Is returns a classifier that answers d for every error that errors.Is
+// target, and [Unknown] for the rest.
+func Is(target error, d Decision) Classifier {
+	return Func(func(err error) Decision {
+		if errors.Is(err, target) {
+			return d
+		}
+		return Decision{}
+	})
+}
+
+// As returns a classifier that calls decide with the first error in err's
+// tree of type E (as errors.As finds it), and answers [Unknown] when there is
+// none. It is how a rule reads fields of a typed error, such as an HTTP
+// status code.
+func As[E error](decide func(E) Decision) Classifier {
+	return Func(func(err error) Decision {
+		var target E
+		if decide != nil && errors.As(err, &target) {
+			return decide(target)
+		}
+		return Decision{}
+	})
+}
+
+// Always returns a classifier that answers d for every error: the last link of
+// a [Chain] that should not fall back to [Default].
+func Always(d Decision) Classifier {
+	return Func(func(error) Decision { return d })
+}

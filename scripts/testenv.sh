@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# testenv.sh builds and locates the kube-apiserver and etcd binaries that the
+# integration tests of adapters/k8s run (package adapters/k8s/internal/testenv).
+#
+# Usage:
+#   scripts/testenv.sh build   build both binaries unless already cached; print the directory
+#   scripts/testenv.sh dir     print the directory (whether or not it is built yet)
+#
+# Both binaries are compiled from the Go module proxy by the nested module
+# adapters/k8s/internal/testenv/build (kube-apiserver from k8s.io/kubernetes,
+# etcd from go.etcd.io/etcd/server/v3). The first build takes about ten minutes
+# on two cores; later calls return at once. The directory is
+#   ${RESUMABLE_TESTENV_CACHE:-$HOME/.cache/resumable/testenv}/k8s-<version>
+# and is what RESUMABLE_TESTENV_BIN should name when it is set by hand.
+# A stamp file (the hash of the build module's go.mod and go.sum) makes a change
+# of pinned versions rebuild; a killed build leaves no half-written binary.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mod="$root/adapters/k8s/internal/testenv/build"
+version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$mod/go.mod")
+if [[ -z "$version" ]]; then
+	echo "testenv.sh: no k8s.io/kubernetes requirement in $mod/go.mod" >&2
+	exit 1
+fi
+cache="${RESUMABLE_TESTENV_CACHE:-${HOME}/.cache/resumable/testenv}"
+dir="$cache/k8s-$version"
+
+stamp() {
+	cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -d' ' -f1
+}
+
+built() {
+	[[ -x "$dir/kube-apiserver" && -x "$dir/etcd" && -f "$dir/stamp" ]] &&
+		[[ "$(cat "$dir/stamp")" == "$(stamp)" ]]
+}
+
+build() {
+	mkdir -p "$dir"
+	# One build at a time per directory; a second caller waits, then finds it built.
+	exec 9>"$dir/.lock"
+	flock 9
+	if built; then
+		echo "$dir"
+		return
+	fi
+	rm -f "$dir/stamp"
+	local start=$SECONDS
+	(
+		cd "$mod"
+		export GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0
+		# kube-apiserver first: it is the long one, and etcd reuses its packages.
+		for target in kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver etcd=go.etcd.io/etcd/server/v3; do
+			name=${target%%=*}
+			echo "testenv.sh: building $name ($version) into $dir" >&2
+			go build -ldflags='-s -w' -o "$dir/.$name.tmp" "${target#*=}"
+			mv -f "$dir/.$name.tmp" "$dir/$name"
+		done
+	)
+	stamp >"$dir/stamp"
+	echo "testenv.sh: built in $((SECONDS - start))s" >&2
+	echo "$dir"
+}
+
+case "${1:-}" in
+build) build ;;
+dir) echo "$dir" ;;
+*)
+	echo "usage: $0 build|dir" >&2
+	exit 2
+	;;
+esac

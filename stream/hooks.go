@@ -1,0 +1,141 @@
+package stream
+
+import (
+	"time"
+
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// Hooks are callbacks a Resumer calls as things happen, for metrics and
+// tracing. Every field may be nil. They are called on the Resumer's goroutine,
+// outside its locks, and must not block: a slow hook slows the stream. A hook
+// may call [Resumer.Cursor] and [Resumer.Stats].
+//
+// Install them with [WithHooks]; C must be the Resumer's cursor type.
+type Hooks[C any] struct {
+	// OnConnect is called after Open succeeded.
+	OnConnect func(ConnectEvent[C])
+	// OnDisconnect is called when a connection or an Open ended, with what
+	// the failure was judged to mean.
+	OnDisconnect func(DisconnectEvent[C])
+	// OnRetry is called when a reopen is scheduled, before the wait.
+	OnRetry func(RetryEvent[C])
+	// OnCommit is called after a cursor was committed (in memory; the Store
+	// follows the checkpoint options).
+	OnCommit func(CommitEvent[C])
+	// OnSave is called after the Store was saved, or failed to save.
+	OnSave func(SaveEvent[C])
+	// OnExpired is called when a failure was classified
+	// [errclass.Expired], before any resync.
+	OnExpired func(ExpiredEvent[C])
+	// OnResync is called after a resync hook replaced the cursor.
+	OnResync func(ResyncEvent[C])
+}
+
+// ConnectEvent describes a successful Open.
+type ConnectEvent[C any] struct {
+	// After is the cursor the connection was opened after.
+	After C
+	// Attempt counts consecutive failures before this open (0: none).
+	Attempt int
+}
+
+// DisconnectEvent describes the end of a connection or a failed Open.
+type DisconnectEvent[C any] struct {
+	// Err is what ended it: io.EOF for a clean end.
+	Err error
+	// Decision is the classifier's verdict; for a clean end its Action is
+	// [errclass.Retry].
+	Decision errclass.Decision
+	// Clean reports a clean end (io.EOF), which counts as no failure.
+	Clean bool
+	// Opened reports whether the connection had been opened (false: Open
+	// or the initial Store.Load failed).
+	Opened bool
+	// Events is how many cursors the connection committed.
+	Events int
+	// Cursor is the committed cursor.
+	Cursor C
+}
+
+// DelayReason says which term of the delay formula set a wait.
+type DelayReason uint8
+
+const (
+	// DelayNone: no wait.
+	DelayNone DelayReason = iota
+	// DelayBackoff: the backoff policy's step.
+	DelayBackoff
+	// DelayServer: the delay the server asked for ([errclass.Decision.After]).
+	DelayServer
+	// DelayMinRestart: the minimum restart delay ([WithMinRestartDelay]).
+	DelayMinRestart
+)
+
+// String returns the reason's name.
+func (r DelayReason) String() string {
+	switch r {
+	case DelayNone:
+		return "none"
+	case DelayBackoff:
+		return "backoff"
+	case DelayServer:
+		return "server"
+	case DelayMinRestart:
+		return "min-restart"
+	}
+	return "unknown"
+}
+
+// RetryEvent describes a scheduled reopen.
+type RetryEvent[C any] struct {
+	// Err is the failure being retried (io.EOF for a clean end).
+	Err error
+	// Decision is the classifier's verdict.
+	Decision errclass.Decision
+	// Delay is how long the Resumer waits before reopening.
+	Delay time.Duration
+	// Reason says where Delay came from.
+	Reason DelayReason
+	// Attempt counts consecutive failures, this one included (0 after a
+	// clean end of a connection that made progress).
+	Attempt int
+	// After is the cursor the next Open asks for.
+	After C
+}
+
+// CommitEvent describes a committed cursor.
+type CommitEvent[C any] struct {
+	// Cursor is the committed cursor.
+	Cursor C
+	// Progress reports a progress-only event (not delivered to the handler).
+	Progress bool
+}
+
+// SaveEvent describes a Store.Save.
+type SaveEvent[C any] struct {
+	// Cursor is the cursor saved.
+	Cursor C
+	// Err is Save's error, nil on success.
+	Err error
+	// Final reports the save made as Run or All ended.
+	Final bool
+}
+
+// ExpiredEvent describes a failure classified [errclass.Expired].
+type ExpiredEvent[C any] struct {
+	// Err is the failure.
+	Err error
+	// Cursor is the cursor that expired.
+	Cursor C
+}
+
+// ResyncEvent describes a completed resync.
+type ResyncEvent[C any] struct {
+	// Cause is the failure that triggered the resync.
+	Cause error
+	// From is the cursor that expired; To the one the resync returned.
+	From, To C
+	// Replayed is how many events the resync delivered.
+	Replayed int
+}

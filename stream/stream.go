@@ -1,0 +1,75 @@
+package stream
+
+import (
+	"context"
+	"errors"
+)
+
+// Conn is one connection's worth of a stream: the events a Source delivers
+// between one Open and the end of that connection.
+//
+// Recv is called from one goroutine at a time. Close may be called more than
+// once, and concurrently with a pending Recv, which it must unblock: the
+// Resumer closes the Conn from another goroutine when its context ends, so
+// that cancellation works even for a Recv that ignores ctx.
+type Conn[T any] interface {
+	// Recv returns the next event. io.EOF means this connection ended
+	// cleanly (a server's watch timeout): the Resumer reopens after the
+	// cursor. [ErrEndOfStream] means the stream is over for good. Any other
+	// error is classified.
+	Recv(ctx context.Context) (T, error)
+	// Close releases the connection and unblocks a pending Recv. It may be
+	// called more than once.
+	Close() error
+}
+
+// Source opens connections to a stream. Open must honour ctx: the Resumer
+// cannot interrupt an Open that ignores it. Open is called from one
+// goroutine at a time for a given Resumer.
+type Source[T, C any] interface {
+	// Open returns a connection that delivers the events strictly after
+	// cursor after. An error is classified exactly like an error from Recv;
+	// [ErrEndOfStream] ends the stream for good.
+	Open(ctx context.Context, after C) (Conn[T], error)
+}
+
+// SourceFunc adapts a function to a [Source].
+type SourceFunc[T, C any] func(ctx context.Context, after C) (Conn[T], error)
+
+// Open calls f(ctx, after).
+func (f SourceFunc[T, C]) Open(ctx context.Context, after C) (Conn[T], error) {
+	return f(ctx, after)
+}
+
+// ErrEndOfStream is returned by [Source.Open] or [Conn.Recv] when the stream
+// is over for good (an SSE server's 204 No Content, a finished log). Run then
+// returns nil, and All ends its loop without an error.
+var ErrEndOfStream = errors.New("stream: end of stream")
+
+// ErrRetriesExhausted is matched by the error Run returns when the backoff
+// policy gave up; the same error also matches the last failure.
+var ErrRetriesExhausted = errors.New("stream: retries exhausted; the backoff policy gave up")
+
+// ErrAlreadyRunning is returned by Run (and yielded by All) when the Resumer
+// is already running: a Resumer runs one loop at a time. Run it again after
+// the first call returned, or make another Resumer.
+var ErrAlreadyRunning = errors.New("stream: Run or All is already in progress on this Resumer; a Resumer runs one loop at a time")
+
+// ErrNilConn is the failure a Resumer records when [Source.Open] returned a
+// nil Conn and a nil error. It is classified like any failure: [errclass.Default]
+// retries it, as client-go's RetryWatcher does for a nil watcher.
+var ErrNilConn = errors.New("stream: Source.Open returned a nil Conn and no error")
+
+// ErrCursorRegressed is matched by the error Run returns when a cursor
+// ordering is known ([WithCursorOrder]) and an event's cursor is before the
+// committed one: the source broke the "strictly after" promise, so going on
+// would deliver events out of order.
+var ErrCursorRegressed = errors.New("stream: event cursor is before the committed cursor")
+
+// ErrExtract is matched by the error Run returns when the extractor failed;
+// the same error also matches the extractor's error.
+var ErrExtract = errors.New("stream: extracting the cursor failed")
+
+// ErrInvalidOption is matched by the error New returns for a bad argument or
+// option.
+var ErrInvalidOption = errors.New("stream: invalid argument")
