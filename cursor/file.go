@@ -101,6 +101,7 @@ var permanentCauses = []error{
 	errNotRegular,
 	syscall.ENOTDIR,
 	syscall.EISDIR,
+	syscall.EEXIST, // os.Rename onto a directory
 	syscall.EROFS,
 	syscall.ENAMETOOLONG,
 	syscall.ELOOP,
@@ -267,8 +268,7 @@ func (f *File[C]) read() ([]byte, error) {
 	if fi.Size() > maxFileSize {
 		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
 	}
-	data := make([]byte, 0, fi.Size()+1) // +1 sees growth without a second read buffer
-	data, err = readAll(io.LimitReader(fh, maxFileSize+1), data)
+	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
 	if err != nil {
 		return nil, &FileError{Path: f.path, Op: "load", Err: err}
 	}
@@ -276,23 +276,6 @@ func (f *File[C]) read() ([]byte, error) {
 		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
 	}
 	return data, nil
-}
-
-// readAll appends r's contents to data, as io.ReadAll does into a new slice.
-func readAll(r io.Reader, data []byte) ([]byte, error) {
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		n, err := r.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			return data, nil
-		}
-		if err != nil {
-			return data, err
-		}
-	}
 }
 
 // Save atomically and durably replaces the cursor in the file with c (see
@@ -341,28 +324,28 @@ func (f *File[C]) write(data []byte) (err error) {
 		}
 	}()
 	if f.mode != 0o600 { // os.CreateTemp's mode
-		if err := tmp.Chmod(f.mode); err != nil {
+		if err = tmp.Chmod(f.mode); err != nil {
 			return err
 		}
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if _, err = tmp.Write(data); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err = tmp.Sync(); err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
+	if err = os.Rename(tmp.Name(), f.path); err != nil {
 		return err
 	}
 	renamed = true
 	return syncDir(f.dir)
 }
 
-// syncDir makes a rename in dir durable. Windows cannot sync a directory,
-// and makes renames durable by itself (NTFS journals metadata).
+// syncDir makes a rename in dir durable. Windows cannot sync a directory;
+// there a rename is as durable as the file system makes it.
 func syncDir(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil

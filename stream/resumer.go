@@ -43,6 +43,7 @@ type Resumer[T, C any] struct {
 	resync     ResyncFunc[T, C]
 
 	running atomic.Bool
+	guard   connGuard[T]
 
 	// Owned by the running loop.
 	loaded    bool
@@ -247,6 +248,19 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 		return err
 	}
 	defer func() { err = r.finalSave(ctx, err) }()
+	// One watcher per run closes the current Conn when ctx ends, so that a
+	// Recv that ignores ctx is unblocked; it has ended before run returns.
+	r.guard.reset()
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		r.guard.cancel()
+	})
+	defer func() {
+		if !stop() {
+			<-closed
+		}
+	}()
 
 	r.seq.Reset()
 	attempt := 0
@@ -343,7 +357,7 @@ func (r *Resumer[T, C]) doResync(ctx context.Context, handle func(context.Contex
 			return ctx.Err()
 		}
 		*attempt++
-		err = fmt.Errorf("stream: resync after %w failed: %w", cause, err)
+		err = fmt.Errorf("stream: resync after an expired cursor (%v) failed: %w", cause, err)
 		if ferr := r.failure(ctx, err, false, 0, *attempt, lastOpen); ferr != nil {
 			var rs errResync
 			if errors.As(ferr, &rs) {
@@ -393,15 +407,12 @@ func (r *Resumer[T, C]) doResync(ctx context.Context, handle func(context.Contex
 // committed, the error that ended the connection (to be classified), and a
 // fatal error that ends Run (handler, extractor, order, or break).
 func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle func(context.Context, T) error) (n int, cerr, fatal error) {
-	closed := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(closed)
+	if !r.guard.set(conn) {
 		_ = conn.Close()
-	})
+		return 0, ctx.Err(), nil
+	}
 	defer func() {
-		if !stop() {
-			<-closed // the closer started: wait so that nothing outlives Run
-		}
+		r.guard.set(nil)
 		_ = conn.Close()
 	}()
 	for {
@@ -593,7 +604,9 @@ func (r *Resumer[T, C]) wait(ctx context.Context, cerr error, d errclass.Decisio
 		r.hooks.OnRetry(RetryEvent[C]{Err: cerr, Decision: d, Delay: delay, Reason: reason, Attempt: attempt, After: r.cur})
 	}
 	if errors.Is(cerr, io.EOF) && !step {
-		r.debug("connection ended; reopening", attempt, nil, zap.Duration("delay", delay))
+		if ce := r.log.Check(zapcore.DebugLevel, "connection ended; reopening"); ce != nil {
+			ce.Write(zap.Int("attempt", attempt), zap.Any("cursor", r.cur), zap.Duration("delay", delay))
+		}
 	} else if ce := r.log.Check(zapcore.InfoLevel, "stream failed; retrying"); ce != nil {
 		ce.Write(zap.Int("attempt", attempt), zap.Any("cursor", r.cur), zap.Duration("delay", delay),
 			zap.Stringer("reason", reason), zap.Stringer("decision", d), zap.Error(cerr))
@@ -617,18 +630,50 @@ func (r *Resumer[T, C]) count(f func(*Stats[C])) {
 	r.mu.Unlock()
 }
 
-func (r *Resumer[T, C]) debug(msg string, attempt int, err error, fields ...zap.Field) {
+func (r *Resumer[T, C]) debug(msg string, attempt int, err error) {
 	if ce := r.log.Check(zapcore.DebugLevel, msg); ce != nil {
-		fields = append(fields, zap.Int("attempt", attempt), zap.Any("cursor", r.cur))
-		if err != nil {
-			fields = append(fields, zap.Error(err))
-		}
-		ce.Write(fields...)
+		ce.Write(zap.Int("attempt", attempt), zap.Any("cursor", r.cur), zap.Error(err))
 	}
 }
 
 func (r *Resumer[T, C]) warn(msg string, err error) {
 	if ce := r.log.Check(zapcore.WarnLevel, msg); ce != nil {
 		ce.Write(zap.Any("cursor", r.cur), zap.Error(err))
+	}
+}
+
+// connGuard holds the current Conn so that a context watcher can close it.
+type connGuard[T any] struct {
+	mu        sync.Mutex
+	conn      Conn[T]
+	cancelled bool
+}
+
+func (g *connGuard[T]) reset() {
+	g.mu.Lock()
+	g.conn, g.cancelled = nil, false
+	g.mu.Unlock()
+}
+
+// set makes c the current Conn; it reports false when the run was already
+// cancelled (the caller then closes c itself).
+func (g *connGuard[T]) set(c Conn[T]) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cancelled && c != nil {
+		return false
+	}
+	g.conn = c
+	return true
+}
+
+// cancel closes the current Conn and refuses later ones.
+func (g *connGuard[T]) cancel() {
+	g.mu.Lock()
+	c := g.conn
+	g.cancelled = true
+	g.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
 	}
 }

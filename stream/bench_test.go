@@ -1,0 +1,150 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// benchEvent is a small event, as a watch or log entry would be after
+// decoding.
+type benchEvent struct {
+	Offset int64
+	Kind   uint8
+}
+
+func benchExtract(e benchEvent) (int64, error) { return e.Offset, nil }
+
+// counterSource serves offsets after..total, ending each connection cleanly
+// after perConn events (0: never), then ends the stream. Its connections are
+// reused so that the steady state allocates nothing.
+type counterSource struct {
+	total, perConn int64
+	conn           counterConn
+}
+
+func (s *counterSource) Open(_ context.Context, after int64) (stream.Conn[benchEvent], error) {
+	s.conn = counterConn{next: after, total: s.total, left: s.perConn}
+	return &s.conn, nil
+}
+
+type counterConn struct {
+	next, total, left int64
+}
+
+func (c *counterConn) Recv(context.Context) (benchEvent, error) {
+	if c.next >= c.total {
+		return benchEvent{}, stream.ErrEndOfStream
+	}
+	if c.left == 0 {
+		return benchEvent{}, io.EOF
+	}
+	c.left--
+	c.next++
+	return benchEvent{Offset: c.next}, nil
+}
+
+func (c *counterConn) Close() error { return nil }
+
+var connSizes = []int64{1, 8, 64, -1} // -1: one long-lived connection
+
+func connName(n int64) string {
+	if n < 0 {
+		return "conn=long"
+	}
+	return fmt.Sprintf("conn=%d", n)
+}
+
+// BenchmarkRun measures the cost per event of Run, reconnects folded in: one
+// op is one event.
+func BenchmarkRun(b *testing.B) {
+	for _, per := range connSizes {
+		b.Run(connName(per), func(b *testing.B) {
+			src := &counterSource{total: int64(b.N), perConn: per}
+			r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
+				stream.WithBackoff(backoff.None()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sum int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			err = r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
+				sum += e.Offset
+				return nil
+			})
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := r.Cursor(); got != int64(b.N) {
+				b.Fatalf("Cursor() = %d, want %d", got, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkAll measures the cost per event of the All iterator.
+func BenchmarkAll(b *testing.B) {
+	for _, per := range connSizes {
+		b.Run(connName(per), func(b *testing.B) {
+			src := &counterSource{total: int64(b.N), perConn: per}
+			r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
+				stream.WithBackoff(backoff.None()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sum int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for e, err := range r.All(context.Background()) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += e.Offset
+			}
+			b.StopTimer()
+			if got := r.Cursor(); got != int64(b.N) {
+				b.Fatalf("Cursor() = %d, want %d", got, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkReconnect measures one resume cycle (Open → first event → clean
+// end) with zero delays: one op is one reconnect.
+func BenchmarkReconnect(b *testing.B) {
+	src := &counterSource{total: int64(b.N), perConn: 1}
+	r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
+		stream.WithBackoff(backoff.None()), stream.WithCheckpointEvery(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := r.Run(context.Background(), func(context.Context, benchEvent) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkChannel is the baseline a channel-based watcher pays per event: a
+// goroutine hand-off through an unbuffered channel.
+func BenchmarkChannel(b *testing.B) {
+	ch := make(chan benchEvent)
+	go func() {
+		defer close(ch)
+		for i := range b.N {
+			ch <- benchEvent{Offset: int64(i + 1)}
+		}
+	}()
+	var sum int64
+	b.ReportAllocs()
+	for e := range ch {
+		sum += e.Offset
+	}
+}

@@ -1,0 +1,136 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/stream/streamtest"
+)
+
+// A Resumer over a source whose connections break: the handler sees every
+// event once, in order, and each reconnect asks for the last cursor.
+func ExampleNew() {
+	log := []string{"a", "b", "c", "d", "e"}
+	src := streamtest.NewSource(log,
+		streamtest.Step{Kind: streamtest.BreakAfter, K: 2}, // drop the connection after 2 events
+		streamtest.Step{Kind: streamtest.FailOpen},          // the reopen fails once
+		streamtest.Step{Kind: streamtest.EndAfter, K: 1},    // a clean end (a server timeout)
+	)
+	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithBackoff(backoff.None()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = r.Run(context.Background(), func(ctx context.Context, e streamtest.Event[string]) error {
+		fmt.Println(e.Seq, e.Value)
+		return nil
+	})
+	fmt.Println("run:", err)
+	for _, o := range src.Opens() {
+		fmt.Printf("opened after %d (%v)\n", o.After, o.Step)
+	}
+	// Output:
+	// 1 a
+	// 2 b
+	// 3 c
+	// 4 d
+	// 5 e
+	// run: <nil>
+	// opened after 0 (break-after(2))
+	// opened after 2 (fail-open(streamtest: injected failure))
+	// opened after 2 (end-after(1))
+	// opened after 3 (deliver(0))
+}
+
+// All turns the stream into a range-over-func loop; breaking out leaves the
+// event it broke on uncommitted, so the next loop starts with it.
+func ExampleResumer_All() {
+	src := streamtest.NewSource([]string{"a", "b", "c", "d"})
+	r, _ := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0))
+	ctx := context.Background()
+	for e, err := range r.All(ctx) {
+		if err != nil {
+			fmt.Println("error:", err)
+			break
+		}
+		fmt.Println("first loop:", e.Value)
+		if e.Value == "b" {
+			break
+		}
+	}
+	fmt.Println("cursor:", r.Cursor())
+	for e, err := range r.All(ctx) {
+		if err != nil {
+			fmt.Println("error:", err)
+			break
+		}
+		fmt.Println("second loop:", e.Value)
+	}
+	// Output:
+	// first loop: a
+	// first loop: b
+	// cursor: 1
+	// second loop: b
+	// second loop: c
+	// second loop: d
+}
+
+// A classifier of your own goes first; what it has no opinion on falls
+// through to errclass.Default.
+func ExampleWithClassifier() {
+	errUnauthorized := errors.New("401 unauthorized")
+	src := streamtest.NewSource([]string{"a", "b"},
+		streamtest.Step{Kind: streamtest.FailOpen, Err: errors.New("503 unavailable")},
+		streamtest.Step{Kind: streamtest.BreakAfter, K: 1, Err: errUnauthorized},
+	)
+	classify := errclass.Chain(
+		errclass.Is(errUnauthorized, errclass.Decision{Action: errclass.Fail}),
+	)
+	r, _ := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithClassifier(classify),
+		stream.WithBackoff(backoff.None()),
+		stream.WithHooks(stream.Hooks[int64]{
+			OnDisconnect: func(e stream.DisconnectEvent[int64]) {
+				fmt.Printf("%v -> %v\n", e.Err, e.Decision)
+			},
+		}),
+	)
+	err := r.Run(context.Background(), func(ctx context.Context, e streamtest.Event[string]) error {
+		fmt.Println("event", e.Value)
+		return nil
+	})
+	fmt.Println("run:", err, "cursor:", r.Cursor())
+	// Output:
+	// 503 unavailable -> retry
+	// event a
+	// 401 unauthorized -> fail
+	// run: 401 unauthorized cursor: 1
+}
+
+// The delay before a reopen is the largest of the backoff step, the server's
+// Retry-After and the minimum restart delay; a hook sees which one won.
+func ExampleWithHooks() {
+	src := streamtest.NewSource([]string{"a"},
+		streamtest.Step{Kind: streamtest.DelayAfter, K: 0, Delay: 20 * time.Millisecond},
+	)
+	r, _ := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithBackoff(backoff.Constant(time.Millisecond)),
+		stream.WithHooks(stream.Hooks[int64]{
+			OnRetry: func(e stream.RetryEvent[int64]) {
+				fmt.Printf("retry %d after %v (%v), from cursor %d\n", e.Attempt, e.Delay, e.Reason, e.After)
+			},
+		}),
+	)
+	_ = r.Run(context.Background(), func(context.Context, streamtest.Event[string]) error { return nil })
+	fmt.Println("events:", r.Stats().Events)
+	// Output:
+	// retry 1 after 20ms (server), from cursor 0
+	// events: 1
+}
