@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
@@ -146,5 +148,36 @@ func BenchmarkChannel(b *testing.B) {
 	b.ReportAllocs()
 	for e := range ch {
 		sum += e.Offset
+	}
+}
+
+// BenchmarkRunFileStore measures Run with the durable file store at several
+// checkpoint cadences: one op is one event.
+func BenchmarkRunFileStore(b *testing.B) {
+	cadences := []struct {
+		name string
+		opts []stream.Option
+	}{
+		{name: "every=1"},
+		{name: "every=100", opts: []stream.Option{stream.WithCheckpointEvery(100)}},
+		{name: "interval=1s", opts: []stream.Option{stream.WithCheckpointInterval(time.Second)}},
+	}
+	for _, c := range cadences {
+		b.Run(c.name, func(b *testing.B) {
+			store, err := cursor.NewFile(filepath.Join(b.TempDir(), "bench.cursor"), int64(0), cursor.Int64())
+			if err != nil {
+				b.Fatal(err)
+			}
+			src := &counterSource{total: int64(b.N), perConn: -1}
+			r, err := stream.New[benchEvent, int64](src, benchExtract, store, c.opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := r.Run(context.Background(), func(context.Context, benchEvent) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }

@@ -19,8 +19,8 @@ func ExampleNew() {
 	log := []string{"a", "b", "c", "d", "e"}
 	src := streamtest.NewSource(log,
 		streamtest.Step{Kind: streamtest.BreakAfter, K: 2}, // drop the connection after 2 events
-		streamtest.Step{Kind: streamtest.FailOpen},          // the reopen fails once
-		streamtest.Step{Kind: streamtest.EndAfter, K: 1},    // a clean end (a server timeout)
+		streamtest.Step{Kind: streamtest.FailOpen},         // the reopen fails once
+		streamtest.Step{Kind: streamtest.EndAfter, K: 1},   // a clean end (a server timeout)
 	)
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
 		stream.WithBackoff(backoff.None()))
