@@ -3,9 +3,10 @@ module github.com/resumable-go/resumable
 go 1.24
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/google/go-cmp v0.7.0
+	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.28.0
 )
+
+require go.uber.org/multierr v1.10.0 // indirect

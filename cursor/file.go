@@ -74,8 +74,8 @@ func (e *FileError) Is(target error) bool {
 
 // Permanent reports whether retrying the operation cannot help until
 // something outside the program changes: the file is corrupt, the cursor
-// cannot be encoded, or the cause is a missing or wrong-kind path, a
-// permission or a read-only file system. It reports false for other causes
+// cannot be encoded, or the cause is a missing or wrong-kind path, a name
+// too long, or a denied permission. It reports false for other causes
 // (an I/O error, a full disk, too many open files), which may clear up.
 //
 // An error classifier can honour it through the optional interface
@@ -102,9 +102,8 @@ var permanentCauses = []error{
 	syscall.ENOTDIR,
 	syscall.EISDIR,
 	syscall.EEXIST, // os.Rename onto a directory
-	syscall.EROFS,
 	syscall.ENAMETOOLONG,
-	syscall.ELOOP,
+	// EROFS and ELOOP would belong here too, but plan9 lacks them.
 }
 
 // File is a [Store] that keeps the cursor in a file, encoded by a [Codec].
@@ -117,7 +116,8 @@ var permanentCauses = []error{
 // Save in progress; never a torn, empty or half-written one. When a Save
 // fails, the file keeps the previous cursor, except when only the final
 // directory sync failed: the file may then hold the new cursor, which may
-// or may not survive a power loss. Either way it was handled.
+// or may not survive a power loss. Either way it holds a cursor that was
+// handled.
 //
 // A process killed during Save can leave its temporary file behind, named
 // ".NAME.*.tmp" beside the file NAME. It is never read, and may be deleted
@@ -220,13 +220,20 @@ func (f *File[C]) Path() string { return f.path }
 // [ErrCorrupt] when the file holds no cursor, one with Op "load" when it
 // cannot be read or its directory is gone. Load never falls back to the
 // initial cursor because of an error.
+//
+// A missing file means a first run. Make sure path is on the volume you
+// mean: the empty mount point of a volume that failed to mount looks like a
+// first run too.
 func (f *File[C]) Load(ctx context.Context) (C, error) {
 	var zero C
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	data, err := f.read()
-	if errors.Is(err, fs.ErrNotExist) {
+	data, exists, err := f.read()
+	if err != nil {
+		return zero, err
+	}
+	if !exists {
 		// No cursor saved yet, unless the directory itself is gone.
 		fi, derr := os.Stat(f.dir)
 		if derr == nil && !fi.IsDir() {
@@ -237,9 +244,6 @@ func (f *File[C]) Load(ctx context.Context) (C, error) {
 		}
 		return f.initial, nil
 	}
-	if err != nil {
-		return zero, err
-	}
 	c, err := f.codec.Decode(data)
 	if err != nil {
 		return zero, &FileError{Path: f.path, Op: "decode", Err: err}
@@ -247,35 +251,35 @@ func (f *File[C]) Load(ctx context.Context) (C, error) {
 	return c, nil
 }
 
-// read returns the contents of the file, a raw error when it cannot be
-// opened, or a *FileError.
-func (f *File[C]) read() ([]byte, error) {
+// read returns the contents of the file, whether it exists, or a
+// *FileError.
+func (f *File[C]) read() (data []byte, exists bool, err error) {
 	fh, err := os.Open(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
-		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	if err := checkRegular(f.path, fi); err != nil {
-		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	if fi.Size() > maxFileSize {
-		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
+		return nil, true, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
 	}
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
+	data, err = io.ReadAll(io.LimitReader(fh, maxFileSize+1))
 	if err != nil {
-		return nil, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	if len(data) > maxFileSize {
-		return nil, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
+		return nil, true, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
 	}
-	return data, nil
+	return data, true, nil
 }
 
 // Save atomically and durably replaces the cursor in the file with c (see
@@ -283,7 +287,8 @@ func (f *File[C]) read() ([]byte, error) {
 // ctx is already done; once it has started it finishes, since file system
 // calls cannot be interrupted. Otherwise it returns nil or a [*FileError]
 // with Op "encode" (nothing was written) or "save", and the file keeps its
-// previous cursor. Any temporary file is removed when Save fails.
+// previous cursor (but see [File] for a failed directory sync). Any
+// temporary file is removed when Save fails.
 //
 // Before writing, Save checks that the Codec decodes what it encoded, so
 // that Save never writes a file that Load would reject.

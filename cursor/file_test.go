@@ -323,13 +323,13 @@ func loadWith[C any](initial C, codec cursor.Codec[C]) func(path string) error {
 func TestFileLoadErrors(t *testing.T) {
 	tests := []struct {
 		name      string
-		break_    func(t *testing.T, dir, path string) // after NewFile
+		damage    func(t *testing.T, dir, path string) // after NewFile
 		cause     error
 		permanent bool
 	}{
 		{
 			name: "file replaced by a directory",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.Mkdir(path, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -339,7 +339,7 @@ func TestFileLoadErrors(t *testing.T) {
 		},
 		{
 			name: "directory removed",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.RemoveAll(dir); err != nil {
 					t.Fatal(err)
 				}
@@ -349,7 +349,7 @@ func TestFileLoadErrors(t *testing.T) {
 		},
 		{
 			name: "directory replaced by a file",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.RemoveAll(dir); err != nil {
 					t.Fatal(err)
 				}
@@ -360,7 +360,7 @@ func TestFileLoadErrors(t *testing.T) {
 		},
 		{
 			name: "file replaced by a link to a device",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if runtime.GOOS == "windows" {
 					t.Skip("no device files")
 				}
@@ -372,7 +372,7 @@ func TestFileLoadErrors(t *testing.T) {
 		},
 		{
 			name: "file unreadable",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if runtime.GOOS == "windows" || os.Geteuid() == 0 {
 					t.Skip("permissions do not stop root (or Windows)")
 				}
@@ -393,7 +393,7 @@ func TestFileLoadErrors(t *testing.T) {
 			}
 			path := filepath.Join(dir, "cursor")
 			f := mustNewFile(t, path, int64(7), cursor.Int64())
-			tt.break_(t, dir, path)
+			tt.damage(t, dir, path)
 			got, err := f.Load(context.Background())
 			if err == nil {
 				t.Fatalf("Load() = %d, nil, want an error", got)
@@ -427,8 +427,8 @@ func TestFileContext(t *testing.T) {
 	}
 }
 
-// failingCodec wraps Int64 and fails to encode the cursor bad, or encodes
-// unreadable the cursor garbled.
+// failingCodec is Int64, except that it fails to encode the cursor bad and
+// encodes the cursor garbled as data its Decode rejects.
 type failingCodec struct {
 	bad, garbled int64
 }
@@ -450,28 +450,28 @@ func (failingCodec) Decode(data []byte) (int64, error) { return cursor.Int64().D
 func TestFileSaveEncodeErrors(t *testing.T) {
 	tests := []struct {
 		name    string
-		save    func(path string) error // saves "1" with a valid codec first, then something bad
+		save    func(path string) error // saves a valid cursor, then a bad one
 		cause   error
 		wantMsg string
 	}{
 		{
 			name:  "codec fails",
-			save:  saveThen(failingCodec{bad: 5, garbled: 6}, int64(5)),
+			save:  saveThen(failingCodec{bad: 5, garbled: 6}, 1, 5),
 			cause: errEncode,
 		},
 		{
 			name:    "codec cannot decode its encoding",
-			save:    saveThen(failingCodec{bad: 5, garbled: 6}, int64(6)),
+			save:    saveThen(failingCodec{bad: 5, garbled: 6}, 1, 6),
 			wantMsg: "cannot decode its own encoding",
 		},
 		{
 			name:    "empty string",
-			save:    saveThen(cursor.String(), ""),
+			save:    saveThen(cursor.String(), "1", ""),
 			wantMsg: "empty",
 		},
 		{
 			name:    "too large",
-			save:    saveThen(cursor.String(), strings.Repeat("x", 1<<20)),
+			save:    saveThen(cursor.String(), "1", strings.Repeat("x", 1<<20)),
 			wantMsg: "more than a cursor file holds",
 		},
 	}
@@ -501,22 +501,15 @@ func TestFileSaveEncodeErrors(t *testing.T) {
 	}
 }
 
-// saveThen returns a function that saves the cursor 1 (in the codec's
-// type) and then bad, and returns the error of the second Save.
-func saveThen[C any](codec cursor.Codec[C], bad C) func(path string) error {
+// saveThen returns a function that saves first, which must encode as
+// "1\n", then bad, and returns the error of the second Save.
+func saveThen[C any](codec cursor.Codec[C], first, bad C) func(path string) error {
 	return func(path string) error {
-		var one C
-		switch p := any(&one).(type) {
-		case *int64:
-			*p = 1
-		case *string:
-			*p = "1"
-		}
-		f, err := cursor.NewFile(path, one, codec)
+		f, err := cursor.NewFile(path, first, codec)
 		if err != nil {
 			return fmt.Errorf("NewFile: %w", err)
 		}
-		if err := f.Save(context.Background(), one); err != nil {
+		if err := f.Save(context.Background(), first); err != nil {
 			return fmt.Errorf("first Save: %w", err)
 		}
 		return f.Save(context.Background(), bad)
@@ -526,14 +519,14 @@ func saveThen[C any](codec cursor.Codec[C], bad C) func(path string) error {
 func TestFileSaveWriteErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		break_   func(t *testing.T, dir, path string) // after a first Save
+		damage   func(t *testing.T, dir, path string) // after a first Save
 		repair   func(t *testing.T, dir, path string) // before checking the file
 		cause    error
 		wantFile string // contents after repair
 	}{
 		{
 			name: "directory replaced by a file",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.Rename(dir, dir+".moved"); err != nil {
 					t.Fatal(err)
 				}
@@ -552,7 +545,7 @@ func TestFileSaveWriteErrors(t *testing.T) {
 		},
 		{
 			name: "directory moved away",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.Rename(dir, dir+".moved"); err != nil {
 					t.Fatal(err)
 				}
@@ -569,7 +562,7 @@ func TestFileSaveWriteErrors(t *testing.T) {
 			// The temporary file is written, and the rename fails: Save
 			// must remove the temporary file.
 			name: "file replaced by a directory",
-			break_: func(t *testing.T, dir, path string) {
+			damage: func(t *testing.T, dir, path string) {
 				if err := os.Remove(path); err != nil {
 					t.Fatal(err)
 				}
@@ -595,7 +588,7 @@ func TestFileSaveWriteErrors(t *testing.T) {
 			path := filepath.Join(dir, "cursor")
 			f := mustNewFile(t, path, int64(0), cursor.Int64())
 			mustSave(t, f, 1)
-			tt.break_(t, dir, path)
+			tt.damage(t, dir, path)
 			err := f.Save(context.Background(), 2)
 			if err == nil {
 				t.Fatalf("Save(2) = nil, want an error")
@@ -728,7 +721,7 @@ func TestFileErrorPermanent(t *testing.T) {
 		{name: "encode", err: &cursor.FileError{Op: "encode", Err: errors.New("bad")}, want: true},
 		{name: "new", err: &cursor.FileError{Op: "new", Err: errors.New("bad")}, want: true},
 		{name: "permission", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}}, want: true},
-		{name: "read-only file system", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.EROFS}}, want: true},
+		{name: "directory gone", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}}, want: true},
 		{name: "not a directory", err: &cursor.FileError{Op: "load", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOTDIR}}, want: true},
 		{name: "I/O error", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "sync", Path: "/x", Err: syscall.EIO}}, want: false},
 		{name: "disk full", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}}, want: false},
