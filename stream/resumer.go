@@ -323,7 +323,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 			attempt = 0
 		}
 		// A connection end is a good moment to checkpoint a lagging Store.
-		if serr := r.checkpoint(ctx, false); serr != nil && cerr == io.EOF {
+		if serr := r.checkpoint(ctx, false); serr != nil && errors.Is(cerr, io.EOF) {
 			cerr = serr
 		}
 		if errors.Is(cerr, io.EOF) && !errors.Is(cerr, ErrEndOfStream) {
@@ -514,6 +514,11 @@ func (r *Resumer[T, C]) finalSave(ctx context.Context, runErr error) error {
 func (r *Resumer[T, C]) cleanEnd(ctx context.Context, cerr error, opened bool, n int, attempt *int, lastOpen time.Time) error {
 	r.count(func(s *Stats[C]) { s.CleanEnds++ })
 	d := errclass.Decision{Action: errclass.Retry}
+	// A clean end may carry the server's reconnection delay (SSE retry:),
+	// as errclass.RetryAfter(io.EOF, d): a floor for the next wait.
+	if after, ok := errclass.RetryAfterOf(cerr); ok {
+		d.After = after
+	}
 	if r.hooks.OnDisconnect != nil {
 		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: cerr, Decision: d, Clean: true, Opened: opened, Events: n, Cursor: r.cur})
 	}

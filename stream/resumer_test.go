@@ -905,3 +905,46 @@ func TestEndOfStreamFromOpen(t *testing.T) {
 }
 
 var _ io.Closer = stream.Conn[int](nil)
+
+// eofConn delivers one event, then ends cleanly with err.
+type eofConn struct {
+	sent bool
+	err  error
+}
+
+func (c *eofConn) Recv(context.Context) (ev, error) {
+	if c.sent {
+		return ev{}, c.err
+	}
+	c.sent = true
+	return ev{Seq: 1}, nil
+}
+
+func (c *eofConn) Close() error { return nil }
+
+func TestCleanEndHonoursServerDelay(t *testing.T) {
+	opens := 0
+	src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+		opens++
+		if opens > 1 {
+			return nil, stream.ErrEndOfStream
+		}
+		// SSE: the server set retry: 30ms, then closed the connection.
+		return &eofConn{err: errclass.RetryAfter(io.EOF, 30*time.Millisecond)}, nil
+	})
+	var retries []stream.RetryEvent[int64]
+	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()),
+		stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if _, err := collect(t, r); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if len(retries) != 1 || retries[0].Reason != stream.DelayServer || retries[0].Delay != 30*time.Millisecond {
+		t.Fatalf("retries = %+v, want one of 30ms for the server", retries)
+	}
+	if st := r.Stats(); st.CleanEnds != 1 || st.Failures[errclass.Retry] != 0 {
+		t.Errorf("Stats() clean ends %d, retried failures %d, want 1, 0", st.CleanEnds, st.Failures[errclass.Retry])
+	}
+}

@@ -104,7 +104,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 		return err
 	}
 	st := r.Stats()
-	fmt.Fprintf(out, "ok: all %d events arrived exactly once and in order, over %d connections (%d refused or failed opens)\n",
+	fmt.Fprintf(out, "ok: all %d events arrived exactly once and in order, over %d connections (the server answered 503 %d times)\n",
 		*total, st.Opens, pub.refused())
 	return nil
 }

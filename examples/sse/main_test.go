@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,5 +73,42 @@ func TestChecker(t *testing.T) {
 				t.Errorf("verify() = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// cancelAt is an output that cancels the run when it first sees marker.
+type cancelAt struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelAt) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.marker)) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+// TestRunCancelledMidStream: cancelling in the middle of the stream returns
+// the context's error, and goleak (TestMain) shows that the server, its
+// handlers and the client's connections are all gone.
+func TestRunCancelledMidStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelAt{marker: "event 10 ", cancel: cancel}
+	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.buf.String())
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx, io.Discard, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("run(cancelled) = %v, want %v", err, context.Canceled)
 	}
 }

@@ -33,11 +33,6 @@ const MaxEventSize = 1 << 20
 // same event again, so [Source] marks it permanent.
 var ErrTooLarge = errors.New("sse: line or event larger than MaxEventSize; the server sends a malformed stream")
 
-// ErrServerClosed is the error a [Source]'s connection returns instead of
-// io.EOF when the server ended it cleanly after having set a reconnection
-// time with a retry: field; see [Source] for why.
-var ErrServerClosed = errors.New("sse: the server closed the event stream")
-
 // Event is one event dispatched by the WHATWG "event stream interpretation".
 type Event struct {
 	// ID is the last event ID after this event: the value of the last id:
@@ -57,8 +52,13 @@ type Event struct {
 // containing NUL are ignored; retry: values that are not all ASCII digits
 // are ignored. Bytes are passed through as they are (no UTF-8 repair).
 //
+// An id: in a block without data changes the last event ID but dispatches
+// nothing, so a cursor taken from events moves only with the next event;
+// resuming from the previous one is safe (nothing with data was skipped).
+//
 // A Parser has no reconnect logic and starts no goroutine. It is not safe for
-// concurrent use.
+// concurrent use, and Next must not be called again after it returned an
+// error.
 type Parser struct {
 	r        *bufio.Reader
 	line     []byte
@@ -217,9 +217,9 @@ func (e *StatusError) Error() string {
 // and with the read error otherwise (io.ErrUnexpectedEOF when the stream was
 // cut inside an event, whose partial data is dropped). Once the server has
 // set a reconnection time, every such end error carries it as
-// [errclass.RetryAfter], so it is a floor for the next wait, and a clean end
-// is reported as [ErrServerClosed] rather than io.EOF: the Resumer takes
-// io.EOF for a clean end without classifying it, and would not see the delay.
+// [errclass.RetryAfter], so it is a floor for the next wait; a clean end is
+// then errclass.RetryAfter(io.EOF, retry), which the Resumer still treats as
+// a clean end (no failure counted) with the server's delay as a floor.
 // Recv returns ctx's error as soon as ctx ends; Close unblocks a pending Recv.
 //
 // A Source remembers the server's reconnection time across connections, as
@@ -358,7 +358,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 		return Event{}, errclass.Permanent(err)
 	case err == io.EOF:
 		if c.src.Retry() > 0 {
-			return Event{}, c.src.floor(ErrServerClosed, 0)
+			return Event{}, c.src.floor(io.EOF, 0)
 		}
 		return Event{}, io.EOF
 	}

@@ -344,7 +344,7 @@ func TestSourceConnectionEnds(t *testing.T) {
 	}{
 		{name: "clean end", body: "id: 1\ndata: x\n\n", wantErr: io.EOF},
 		{name: "cut inside an event", body: "id: 1\ndata: x\n\nid: 2\ndata: y", wantErr: io.ErrUnexpectedEOF},
-		{name: "clean end after retry", body: "retry: 250\n\nid: 1\ndata: x\n\n", wantErr: ErrServerClosed, wantAfter: 250 * time.Millisecond},
+		{name: "clean end after retry", body: "retry: 250\n\nid: 1\ndata: x\n\n", wantErr: io.EOF, wantAfter: 250 * time.Millisecond},
 		{name: "cut after retry", body: "retry: 250\nid: 1\ndata: x\n\ndata: y\n", wantErr: io.ErrUnexpectedEOF, wantAfter: 250 * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -368,10 +368,10 @@ func TestSourceConnectionEnds(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Recv() = %v, want %v", err, tt.wantErr)
 			}
-			if tt.wantErr == io.EOF && err != io.EOF {
-				t.Errorf("Recv() = %#v, want io.EOF itself (the Resumer's clean end)", err)
+			if after, _ := errclass.RetryAfterOf(err); after != tt.wantAfter {
+				t.Errorf("RetryAfterOf(%v) = %v, want %v", err, after, tt.wantAfter)
 			}
-			if got, want := errclass.Default().Classify(err), (errclass.Decision{Action: errclass.Retry, After: tt.wantAfter}); tt.wantErr != io.EOF && got != want {
+			if got, want := errclass.Default().Classify(err), (errclass.Decision{Action: errclass.Retry, After: tt.wantAfter}); got != want {
 				t.Errorf("Default().Classify(%v) = %v, want %v", err, got, want)
 			}
 		})
@@ -403,8 +403,8 @@ func TestSourceRetryFloorPersists(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open() = %v, want nil", err)
 	}
-	if _, err := conn.Recv(ctx); !errors.Is(err, ErrServerClosed) {
-		t.Fatalf("Recv() = %v, want %v", err, ErrServerClosed)
+	if _, err := conn.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv() = %v, want %v", err, io.EOF)
 	}
 	_ = conn.Close()
 	for _, want := range []time.Duration{1500 * time.Millisecond, 2 * time.Second} {
