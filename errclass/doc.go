@@ -16,7 +16,9 @@
 // When markers nest or are joined, the first one met in errors.Is order (the
 // outermost, then depth-first through joins) decides. An error that has a
 // method Permanent() bool returning true is treated as marked [Permanent], so
-// packages need not import errclass to say "do not retry this".
+// packages need not import errclass to say "do not retry this". The walk
+// stops 100 levels deep, so that a cyclic error cannot hang a stream: a
+// marker buried deeper is not seen, and the error is retried.
 //
 // Classifiers must be safe for concurrent use and must not block: the stream
 // calls them on its own goroutine for every failure.

@@ -33,15 +33,15 @@ const cancelBound = 10 * time.Second
 type cancelTrigger int
 
 const (
-	cancelInHandler    cancelTrigger = iota // the handler cancels at its k-th event
-	cancelOnCommit                          // the OnCommit hook, at the k-th commit
-	cancelOnRetry                           // the OnRetry hook, at the k-th retry, just before the wait
-	cancelBeforeOpen                        // inside Open, before the source is asked
-	cancelAfterOpen                         // inside Open, after the source returned a Conn
-	cancelInResync                          // inside the resync hook
-	cancelInSave                            // inside Store.Save, at the k-th save
-	cancelWhenStuck                         // from another goroutine, once a call is blocked
-	cancelAfterRealTime                     // from another goroutine, after a random 0–2ms
+	cancelInHandler     cancelTrigger = iota // the handler cancels at its k-th event
+	cancelOnCommit                           // the OnCommit hook, at the k-th commit
+	cancelOnRetry                            // the OnRetry hook, at the k-th retry, just before the wait
+	cancelBeforeOpen                         // inside Open, before the source is asked
+	cancelAfterOpen                          // inside Open, after the source returned a Conn
+	cancelInResync                           // inside the resync hook
+	cancelInSave                             // inside Store.Save, at the k-th save
+	cancelWhenStuck                          // from another goroutine, once a call is blocked
+	cancelAfterRealTime                      // from another goroutine, after a random 0–2ms
 	numCancelTriggers
 )
 

@@ -216,8 +216,8 @@ func TestMisuse(t *testing.T) {
 			want: "Run returns an error matching ErrInvalidOption (like http.NewRequestWithContext), not a nil-pointer panic",
 			check: func(t *testing.T) {
 				r := misuseNew(t, misuseSource(3))
-				//lint:ignore SA1012 the misuse under test
-				err, p := misuseRun(t, nil, r, func(context.Context, propEvent) error { return nil }) //nolint:staticcheck
+				//lint:ignore SA1012 a nil context is the misuse under test
+				err, p := misuseRun(t, nil, r, func(context.Context, propEvent) error { return nil })
 				if p != nil || !errors.Is(err, stream.ErrInvalidOption) {
 					t.Errorf("Run(nil, ...) = %v, panic %v; want an error matching %v and no panic", err, p, stream.ErrInvalidOption)
 				}

@@ -133,7 +133,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	}
 	if v, ok := policy.(backoff.Validator); ok {
 		if err := v.Validate(); err != nil {
-			cfg.fail("WithBackoff: %v", err)
+			cfg.fail("WithBackoff: %w", err)
 		}
 	}
 	r.seq = policy.NewSequence()
@@ -198,7 +198,13 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 //   - an error matching [ErrRetriesExhausted] and the last failure when the
 //     backoff policy gives up;
 //   - ctx's error when ctx ends (the current Conn is closed to unblock it);
-//   - [ErrAlreadyRunning] when another Run or All is in progress.
+//   - [ErrAlreadyRunning] when another Run or All is in progress;
+//   - an error matching [ErrInvalidOption] for a nil ctx or handler.
+//
+// io.EOF from Recv is a clean end whatever marks it carries, except that an
+// [errclass.RetryAfter] on it sets a floor for the next wait (an SSE
+// server's retry:). A Store whose Load reports an expired cursor ends Run
+// with that error, resync hook or not.
 //
 // Before returning, Run saves the committed cursor to the Store if it is not
 // saved yet; a failure of that save is joined to the returned error. Run may
@@ -240,6 +246,9 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 
 // run is the one loop behind Run and All.
 func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T) error) (err error) {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context; use context.Background()", ErrInvalidOption)
+	}
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
@@ -282,6 +291,12 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 				lerr = fmt.Errorf("stream: loading the cursor from the Store: %w", lerr)
 				attempt++
 				if err := r.failure(ctx, lerr, false, 0, attempt, lastOpen); err != nil {
+					var rs errResync
+					if errors.As(err, &rs) {
+						// No cursor to resync from: the Store itself is
+						// the problem.
+						return rs.cause
+					}
 					return err
 				}
 				continue
@@ -291,8 +306,11 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 		lastOpen = time.Now()
 		after := r.cur
 		conn, oerr := r.src.Open(ctx, after)
-		if oerr == nil && conn == nil {
+		switch {
+		case oerr == nil && isNil(conn):
 			oerr = ErrNilConn
+		case oerr != nil && !isNil(conn):
+			_ = conn.Close() // an Open that failed must not leak what it opened
 		}
 		var n int
 		var cerr error
