@@ -33,7 +33,6 @@ func startProc(name, bin string, args []string, logPath string) (*proc, error) {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = sysProcAttr()
-	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testenv: start %s: %w", name, err)
 	}
