@@ -44,6 +44,7 @@ type Resumer[T, C any] struct {
 
 	running atomic.Bool
 	guard   connGuard[T]
+	noGuard bool // the Source's Recv respects ctx: no watcher needed
 
 	// Owned by the running loop.
 	loaded    bool
@@ -115,6 +116,9 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()
+	}
+	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
+		r.noGuard = true
 	}
 	if r.saveTO == 0 {
 		r.saveTO = defaultFinalSaveTimeout
@@ -260,16 +264,18 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 	// One watcher per run closes the current Conn when ctx ends, so that a
 	// Recv that ignores ctx is unblocked; it has ended before run returns.
 	r.guard.reset()
-	closed := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(closed)
-		r.guard.cancel()
-	})
-	defer func() {
-		if !stop() {
-			<-closed
-		}
-	}()
+	if !r.noGuard {
+		closed := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(closed)
+			r.guard.cancel()
+		})
+		defer func() {
+			if !stop() {
+				<-closed
+			}
+		}()
+	}
 
 	r.seq.Reset()
 	attempt := 0

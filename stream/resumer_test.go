@@ -948,3 +948,31 @@ func TestCleanEndHonoursServerDelay(t *testing.T) {
 		t.Errorf("Stats() clean ends %d, retried failures %d, want 1, 0", st.CleanEnds, st.Failures[errclass.Retry])
 	}
 }
+
+// ctxSource is a streamtest source whose connections' Recv respect ctx at
+// the end of the log (streamtest.Wait), declared through ContextRespecter.
+type ctxSource struct{ *streamtest.Source[string] }
+
+func (ctxSource) RecvRespectsContext() bool { return true }
+
+func TestContextRespecterSkipsTheWatcher(t *testing.T) {
+	src := streamtest.NewSource(letters(3))
+	src.SetEndOfLog(streamtest.Wait)
+	r, err := stream.New[ev, int64](ctxSource{src}, extract, cursor.NewMemory[int64](0))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	err = r.Run(ctx, func(_ context.Context, e ev) error {
+		if e.Seq == 3 {
+			cancel() // Recv then waits at the end of the log, on ctx alone
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
+	}
+	if live := src.Live(); live != 0 {
+		t.Errorf("%d connections left open, want 0", live)
+	}
+}

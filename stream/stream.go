@@ -33,6 +33,17 @@ type Source[T, C any] interface {
 	Open(ctx context.Context, after C) (Conn[T], error)
 }
 
+// ContextRespecter is an optional interface of a [Source]: one whose
+// RecvRespectsContext reports true promises that every [Conn.Recv] it
+// returns ends promptly when its ctx ends. The Resumer then skips the
+// context watcher that otherwise closes the current Conn on cancellation
+// (about 500 bytes and a registration with ctx per Run), which matters when
+// thousands of idle streams run at once. A Source that breaks the promise
+// makes cancellation wait for its Recv.
+type ContextRespecter interface {
+	RecvRespectsContext() bool
+}
+
 // SourceFunc adapts a function to a [Source].
 type SourceFunc[T, C any] func(ctx context.Context, after C) (Conn[T], error)
 

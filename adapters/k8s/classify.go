@@ -1,0 +1,76 @@
+package k8s
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// StatusClassifier is an [errclass.Classifier] for the failures of a watch
+// made with [WatchSource], with the rules of client-go's RetryWatcher. Its
+// zero value is those rules exactly; set Resync when the stream has a resync
+// hook.
+//
+// A failure reported in the stream (an [*EventError]):
+//   - whose object is not a metav1.Status: [errclass.Retry];
+//   - with code 410 Gone: [errclass.Fail] (client-go forwards the event and
+//     stops), or [errclass.Expired] when Resync is set;
+//   - with any other code (500 and 504 included): [errclass.Retry], after
+//     the Status's Details.RetryAfterSeconds.
+//
+// A failure to open the watch (any other error):
+//   - Forbidden or Unauthorized: [errclass.Fail];
+//   - 410 Gone or Expired: [errclass.Retry] (client-go reopens the same
+//     resource version, which fails again until the server forgets it was
+//     gone — or forever, after a server restart), or [errclass.Expired]
+//     when Resync is set;
+//   - anything else (io.EOF, unexpected EOF, timeouts, connection errors):
+//     [errclass.Unknown], which a stream resolves with [errclass.Default]:
+//     retried, unless the error carries an errclass marker.
+//
+// Its methods are safe for concurrent use.
+type StatusClassifier struct {
+	// Resync makes 410 Gone and Expired, in the stream or at open,
+	// [errclass.Expired], so that a stream with a resync hook resyncs.
+	Resync bool
+}
+
+// Classify decides what err means; see [StatusClassifier].
+func (c StatusClassifier) Classify(err error) errclass.Decision {
+	var ee *EventError
+	if errors.As(err, &ee) {
+		st, ok := ee.status()
+		if !ok {
+			return errclass.Decision{Action: errclass.Retry}
+		}
+		if st.Code == http.StatusGone {
+			if c.Resync {
+				return errclass.Decision{Action: errclass.Expired}
+			}
+			return errclass.Decision{Action: errclass.Fail}
+		}
+		var after time.Duration
+		if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+			after = time.Duration(st.Details.RetryAfterSeconds) * time.Second
+		}
+		return errclass.Decision{Action: errclass.Retry, After: after}
+	}
+	switch {
+	case utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err):
+		// Checked first, as client-go does.
+		return errclass.Decision{}
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return errclass.Decision{Action: errclass.Fail}
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		if c.Resync {
+			return errclass.Decision{Action: errclass.Expired}
+		}
+		return errclass.Decision{Action: errclass.Retry}
+	}
+	return errclass.Decision{}
+}

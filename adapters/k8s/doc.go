@@ -1,0 +1,70 @@
+// Package k8s is a drop-in replacement for client-go's
+// watchtools.RetryWatcher (k8s.io/client-go/tools/watch), built on the
+// [stream.Resumer] of this module. Swapping is one import and one
+// constructor:
+//
+//	import "github.com/resumable-go/resumable/adapters/k8s"
+//
+//	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw) // before
+//	rw, err := k8s.NewRetryWatcherWithContext(ctx, rv, lw)        // after
+//
+// The watcher is then used exactly as before (ResultChan, Stop, Done; it is
+// a watch.Interface, so watchtools.UntilWithoutRetry takes it). A file that
+// uses nothing else of watchtools can instead keep its code and import this
+// package under the name watchtools.
+//
+// [RetryWatcher] behaves as client-go v0.37's, case by case:
+//   - An initial resource version of "" or "0" is refused, with the same
+//     message.
+//   - Each watch asks for the events after the last resource version, with
+//     AllowWatchBookmarks.
+//   - A watch that fails to open is retried — io.EOF, unexpected EOF,
+//     timeouts, 410 Gone and Expired, a nil watch, anything — except for
+//     Forbidden and Unauthorized, which are delivered as one watch.Error
+//     event carrying the Status before the watcher stops.
+//   - In the stream, Added, Modified and Deleted events are delivered, and
+//     the resource version advances once the consumer has received the
+//     event; a Bookmark advances it without being delivered. An object
+//     without a resource version, an empty resource version, or an unknown
+//     event type is delivered as one watch.Error event with an InternalError
+//     Status, and the watcher stops (going on could skip events). A
+//     watch.Error event with code 410 is forwarded and the watcher stops;
+//     any other code is retried after the Status's RetryAfterSeconds; an
+//     error object that is not a Status is retried.
+//   - Two consecutive watches start at least [DefaultMinRestartDelay] (1s)
+//     apart, without any other backoff.
+//   - ResultChan is unbuffered and closed when the watcher stops; Done is
+//     closed after it. Stop and the cancellation of the constructor's
+//     context stop it; Stop never waits for the consumer. Each watcher runs
+//     exactly one goroutine (besides those of the watch it opens), which has
+//     ended when Done is closed.
+//
+// Beyond client-go, opt-in:
+//   - [WithResync]: survive "resource version too old". With it, a 410 Gone
+//     or Expired, at open or in the stream, calls the [ResyncFunc] (see
+//     [ListResync]), delivers a marker Bookmark ([ResyncAnnotation],
+//     [IsResyncMarker]) and the resync's replay, and continues from the
+//     resource version it returned. [WithOnResync] reports each resync.
+//     Without it a RetryWatcher re-opens an expired resource version once a
+//     second forever when the 410 comes at open, as client-go's does.
+//   - [WithBackoff], [WithClassifier]: wait longer between failures, stop on
+//     errors client-go retries or retry errors it stops on.
+//   - [NewRetryWatcherFromNow]: start from the current resource version.
+//   - [Until]: client-go's watchtools.Until over this RetryWatcher.
+//   - [WithLogger]: zap logging (client-go's uses klog).
+//
+// A failure that stops the watcher for a reason client-go's never meets (a
+// backoff policy that gives up, a failure your classifier says to give up
+// on) is delivered like the others: as one last watch.Error event, carrying
+// the failure's Status when it has one and an InternalError otherwise.
+//
+// The building blocks are exported so that you can compose your own
+// [stream.Resumer] over a watch (to keep the resource version in a durable
+// [cursor.Store], say): [WatchSource] is the [stream.Source],
+// [ResourceVersion] the [cursor.Extractor], and [StatusClassifier] the
+// [errclass.Classifier] with client-go's rules.
+//
+// The per-event path allocates nothing and hands each event from the watch
+// to the consumer on the watcher's one goroutine, without a further
+// channel.
+package k8s

@@ -1,0 +1,114 @@
+package k8s
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// DefaultMinRestartDelay is the least time between the starts of two
+// consecutive watches of a [RetryWatcher] unless [WithMinRestartDelay] says
+// otherwise: one second, as in client-go.
+const DefaultMinRestartDelay = time.Second
+
+// Option configures a [RetryWatcher]. Options are made by the With functions
+// of this package; a nil Option is ignored.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	minRestart time.Duration
+	logger     *zap.Logger
+	policy     backoff.Policy
+	classifier errclass.Classifier
+	resync     ResyncFunc
+	onResync   func(ResyncInfo)
+}
+
+func newConfig(opts []Option) config {
+	c := config{minRestart: DefaultMinRestartDelay}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if c.logger == nil {
+		c.logger = nopLogger
+	}
+	if c.policy == nil {
+		c.policy = nonePolicy
+	}
+	return c
+}
+
+// Shared defaults: a watcher should cost as little as client-go's when idle.
+var (
+	nopLogger  = zap.NewNop()
+	nonePolicy = backoff.None()
+)
+
+// WithMinRestartDelay sets the least time between the starts of two
+// consecutive watches (non-sliding, like client-go's wait.NonSlidingUntil: a
+// watch that lived longer than d is reopened at once). Default
+// [DefaultMinRestartDelay], one second, as in client-go; 0 turns it off. A
+// negative d makes the constructor fail.
+func WithMinRestartDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.minRestart = d })
+}
+
+// WithLogger sets the logger. Reopened watches are logged at Debug, retried
+// failures at Info, the failure that stops the watcher at Warn; nothing per
+// event above Debug. Nil means zap.NewNop(), which is also the default.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithBackoff sets the policy for the delay after a failed watch, on top of
+// the minimum restart delay: the wait before a reopen is the larger of the
+// policy's step, the server's RetryAfterSeconds and what is left of the
+// minimum restart delay. The sequence restarts whenever a watch delivered
+// something. A policy that gives up stops the watcher after a final
+// watch.Error event describing the last failure. Default: [backoff.None],
+// which waits for nothing beyond the minimum restart delay and never gives
+// up, as in client-go. Nil means the default.
+func WithBackoff(p backoff.Policy) Option {
+	return optionFunc(func(c *config) { c.policy = p })
+}
+
+// WithClassifier sets a classifier consulted for every failure before the
+// Kubernetes rules of [StatusClassifier]: its decisions other than
+// [errclass.Unknown] win. Use it to stop on errors client-go retries, or to
+// retry ones it stops on (a Forbidden while RBAC is being set up, say). A
+// failure it classifies [errclass.Fail] stops the watcher after a final
+// watch.Error event. Nil means none, which is the default.
+func WithClassifier(c errclass.Classifier) Option {
+	return optionFunc(func(cfg *config) { cfg.classifier = c })
+}
+
+// WithResync makes the watcher survive an expired resource version, which
+// client-go's RetryWatcher cannot: when a watch is refused with 410 Gone or
+// Expired (at open or in the stream), f is called, its replay is delivered
+// after a resync marker (see [IsResyncMarker]), and watching continues from
+// the resource version it returned. A failing f is classified like any other
+// failure (retried by default). [ListResync] makes an f from a
+// ListerWatcher. Nil means no resync, which is the default: the watcher then
+// behaves exactly as client-go's.
+func WithResync(f ResyncFunc) Option {
+	return optionFunc(func(c *config) { c.resync = f })
+}
+
+// WithOnResync sets a function called after each completed resync, on the
+// watcher's goroutine, after the replay was delivered and before watching
+// resumes. It must not block. It is only ever called when [WithResync] is
+// set. Nil means none.
+func WithOnResync(f func(ResyncInfo)) Option {
+	return optionFunc(func(c *config) { c.onResync = f })
+}

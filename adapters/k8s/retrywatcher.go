@@ -1,0 +1,282 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"go.uber.org/zap"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// RetryWatcher is a watch.Interface that reopens its underlying watch,
+// after the resource version of the last event its consumer received,
+// whenever the watch ends or fails for a reason worth retrying. It is a
+// drop-in replacement for client-go's watchtools.RetryWatcher with the same
+// behaviour case by case (see the package documentation), plus what
+// client-go's lacks, opt-in: a resync when the resource version has expired
+// ([WithResync]), a backoff policy, and a classifier of your own.
+//
+// Its methods are safe for concurrent use. Make one with
+// [NewRetryWatcherWithContext].
+type RetryWatcher struct {
+	r         *stream.Resumer[watch.Event, string]
+	cancel    context.CancelCauseFunc
+	result    chan watch.Event
+	log       *zap.Logger
+	initialRV string
+	src       source       // allocated with the watcher
+	rs        *resyncState // nil without WithResync
+
+	mu       sync.Mutex
+	done     chan struct{} // made by the first call to Done: most consumers never call it
+	finished bool
+}
+
+// resyncState is what a watcher with a resync hook keeps.
+type resyncState struct {
+	onResync func(ResyncInfo)
+	lastType reflect.Type // type of the last object delivered, for the marker
+}
+
+// errStopped is the cause of the cancellation made by Stop.
+var errStopped = errors.New("k8s: RetryWatcher asked to stop")
+
+// NewRetryWatcher makes a RetryWatcher that watches through watcherClient
+// from initialResourceVersion until Stop is called.
+//
+// Deprecated: use [NewRetryWatcherWithContext], as with client-go.
+func NewRetryWatcher(initialResourceVersion string, watcherClient cache.Watcher, opts ...Option) (*RetryWatcher, error) {
+	if err := checkInitialRV(initialResourceVersion); err != nil {
+		return nil, err
+	}
+	if watcherClient == nil {
+		return nil, errNilClient
+	}
+	return NewRetryWatcherWithContext(context.Background(), initialResourceVersion, cache.ToWatcherWithContext(watcherClient), opts...)
+}
+
+var errNilClient = errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface")
+
+func checkInitialRV(rv string) error {
+	switch rv {
+	case "", "0":
+		// client-go's message, word for word.
+		return fmt.Errorf("initial RV %q is not supported due to issues with underlying WATCH", rv)
+	}
+	return nil
+}
+
+// NewRetryWatcherWithContext makes a RetryWatcher that watches through
+// watcherClient the events after initialResourceVersion, and starts its
+// goroutine. It stops when Stop is called, when ctx is cancelled, or after a
+// failure it does not retry. Its only goroutine has ended when [RetryWatcher.Done]
+// is closed.
+//
+// initialResourceVersion "" and "0" are refused with client-go's error:
+// they would make the server send a synthetic list first. Use
+// [NewRetryWatcherFromNow] to start from the current state. A nil
+// watcherClient or a bad option makes it fail too.
+func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion string, watcherClient cache.WatcherWithContext, opts ...Option) (*RetryWatcher, error) {
+	if err := checkInitialRV(initialResourceVersion); err != nil {
+		return nil, err
+	}
+	if watcherClient == nil {
+		return nil, errNilClient
+	}
+	cfg := newConfig(opts)
+	rw := &RetryWatcher{
+		result:    make(chan watch.Event),
+		log:       cfg.logger,
+		initialRV: initialResourceVersion,
+	}
+	sopts := []stream.Option{
+		stream.WithMinRestartDelay(cfg.minRestart),
+		stream.WithBackoff(cfg.policy),
+		stream.WithLogger(cfg.logger),
+		stream.WithClassifier(newClassifier(cfg.classifier, cfg.resync != nil)),
+		// The store only sees the cursor when a watch ends; the cursor to
+		// reopen after is the Resumer's own.
+		stream.WithCheckpointEvery(0),
+	}
+	handle := rw.send
+	if cfg.resync != nil {
+		rw.rs = &resyncState{onResync: cfg.onResync}
+		sopts = append(sopts, stream.WithResync(rw.resyncFunc(cfg.resync)))
+		if cfg.onResync != nil {
+			sopts = append(sopts, stream.WithHooks(stream.Hooks[string]{OnResync: rw.resynced}))
+		}
+		handle = rw.sendTyped
+	}
+	rw.src.w = watcherClient
+	r, err := stream.New[watch.Event, string](&rw.src, ResourceVersion, cursor.NewMemory(initialResourceVersion), sopts...)
+	if err != nil {
+		return nil, fmt.Errorf("k8s: NewRetryWatcherWithContext: %w", err)
+	}
+	rw.r = r
+	ctx, rw.cancel = context.WithCancelCause(ctx)
+	go rw.run(ctx, handle)
+	return rw, nil
+}
+
+// run is the watcher's one goroutine. Its frame is kept small (the rare
+// paths are in stopped and failed): thousands of idle watchers each keep
+// it on their stack.
+func (rw *RetryWatcher) run(ctx context.Context, handle func(context.Context, watch.Event) error) {
+	err := rw.r.Run(ctx, handle)
+	if ctx.Err() != nil {
+		rw.stopped(ctx)
+	} else if err != nil {
+		rw.failed(ctx, err)
+	}
+	close(rw.result)
+	rw.cancel(errStopped)
+	rw.mu.Lock()
+	rw.finished = true
+	if rw.done != nil {
+		close(rw.done)
+	}
+	rw.mu.Unlock()
+}
+
+// stopped logs a stop asked for by Stop or the context.
+func (rw *RetryWatcher) stopped(ctx context.Context) {
+	if ce := rw.log.Check(zap.DebugLevel, "RetryWatcher stopped"); ce != nil {
+		ce.Write(zap.NamedError("cause", context.Cause(ctx)), zap.String("resourceVersion", rw.LastResourceVersion()))
+	}
+}
+
+// failed delivers the failure that stops the watcher as a final watch.Error
+// event.
+func (rw *RetryWatcher) failed(ctx context.Context, err error) {
+	if ce := rw.log.Check(zap.WarnLevel, "RetryWatcher stopping after a failure it does not retry"); ce != nil {
+		ce.Write(zap.Error(err), zap.String("resourceVersion", rw.LastResourceVersion()))
+	}
+	_ = rw.send(ctx, finalEvent(err))
+}
+
+// finalEvent is the watch.Error event delivered before the watcher stops
+// because of err: the server's own event when a watch.Error event ended the
+// stream, the Status of an API error (a Forbidden at open, an invalid event),
+// or an InternalError describing err.
+func finalEvent(err error) watch.Event {
+	var ee *EventError
+	if errors.As(err, &ee) {
+		return ee.Event
+	}
+	var as apierrors.APIStatus
+	if errors.As(err, &as) {
+		st := as.Status()
+		return watch.Event{Type: watch.Error, Object: &st}
+	}
+	return watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus}
+}
+
+// send is the handler: it hands ev to the consumer, on the Resumer's
+// goroutine, without any other hand-off.
+func (rw *RetryWatcher) send(ctx context.Context, ev watch.Event) error {
+	// A consumer waiting on ResultChan makes the non-blocking send succeed,
+	// which costs less than a two-way select.
+	select {
+	case rw.result <- ev:
+		return nil
+	default:
+	}
+	select {
+	case rw.result <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sendTyped is send for a watcher with a resync hook: it remembers the type
+// of the objects delivered, for the resync marker.
+func (rw *RetryWatcher) sendTyped(ctx context.Context, ev watch.Event) error {
+	if err := rw.send(ctx, ev); err != nil {
+		return err
+	}
+	if ev.Object != nil && ev.Type != watch.Bookmark {
+		rw.rs.lastType = reflect.TypeOf(ev.Object)
+	}
+	return nil
+}
+
+// ResultChan returns the channel of events. It is unbuffered, and closed
+// when the watcher has stopped. A watch.Error event is only ever the last
+// event: the reason the watcher stops.
+func (rw *RetryWatcher) ResultChan() <-chan watch.Event {
+	return rw.result
+}
+
+// Stop stops the watcher: its goroutine ends, the result channel is closed,
+// then Done is closed. Stop does not wait for that and does not need the
+// result channel to be read. It may be called more than once, from any
+// goroutine.
+func (rw *RetryWatcher) Stop() {
+	rw.cancel(errStopped)
+}
+
+// LastResourceVersion returns the resource version the next watch would
+// start after: the initial one, then that of the last event the consumer
+// received from ResultChan (or of the last bookmark, or of the last resync).
+// It is safe for concurrent use.
+func (rw *RetryWatcher) LastResourceVersion() string {
+	if rv := rw.r.Cursor(); rv != "" {
+		return rv
+	}
+	return rw.initialRV // the Resumer has not loaded its store yet
+}
+
+// Done returns a channel that is closed once the watcher has fully stopped:
+// its goroutine has ended and the result channel is closed.
+func (rw *RetryWatcher) Done() <-chan struct{} {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.done == nil {
+		rw.done = make(chan struct{})
+		if rw.finished {
+			close(rw.done)
+		}
+	}
+	return rw.done
+}
+
+// newClassifier is the classifier of a RetryWatcher: the user's, then the
+// errclass markers, then the Kubernetes rules, then errclass.Default.
+func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
+	if user == nil {
+		if resync {
+			return resyncClassifier
+		}
+		return defaultClassifier
+	}
+	return classifier{chain: errclass.Chain(user, errclass.Markers(), StatusClassifier{Resync: resync})}
+}
+
+// The classifiers of watchers without a classifier of their own, shared.
+var (
+	defaultClassifier errclass.Classifier = classifier{chain: errclass.Chain(errclass.Markers(), StatusClassifier{})}
+	resyncClassifier  errclass.Classifier = classifier{chain: errclass.Chain(errclass.Markers(), StatusClassifier{Resync: true})}
+)
+
+type classifier struct {
+	chain errclass.Classifier
+}
+
+func (c classifier) Classify(err error) errclass.Decision {
+	d := c.chain.Classify(err)
+	if d.Action == errclass.Unknown {
+		d = errclass.Default().Classify(err)
+	}
+	return d
+}
