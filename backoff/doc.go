@@ -11,4 +11,8 @@
 // limit), [Exponential] with options, [Constant], [None] (no delay at all;
 // with a minimum restart delay this is client-go's RetryWatcher), and [Func]
 // to adapt any cenkalti BackOff constructor.
+//
+// The delay a stream waits is the largest of the backoff step, the server's
+// requested delay and the minimum restart delay (see package stream);
+// examples/quickstart in the repository prints each wait and which term set it.
 package backoff

@@ -57,4 +57,7 @@
 //     stops instead of retrying.
 //   - A Save must be all or nothing (a single put or row update is), and a
 //     failed Save must leave the previous cursor; the stream counts on it.
+//
+// examples/checkpoint in the repository is a consumer that keeps its cursor
+// in a File and continues where it stopped after a restart.
 package cursor

@@ -89,6 +89,9 @@ func TestRetryAfterOf(t *testing.T) {
 	if d, ok := errclass.RetryAfterOf(fmt.Errorf("x: %w", errclass.RetryAfter(errBase, 2*time.Second))); !ok || d != 2*time.Second {
 		t.Errorf("RetryAfterOf() = %v, %v, want 2s, true", d, ok)
 	}
+	if d, ok := errclass.RetryAfterOf(errors.Join(errBase, fmt.Errorf("y: %w", errclass.RetryAfter(errBase, time.Second)))); !ok || d != time.Second {
+		t.Errorf("RetryAfterOf(join) = %v, %v, want 1s, true", d, ok)
+	}
 	if d, ok := errclass.RetryAfterOf(errBase); ok || d != 0 {
 		t.Errorf("RetryAfterOf(plain) = %v, %v, want 0, false", d, ok)
 	}

@@ -76,9 +76,30 @@ func (e *expiredError) decision() Decision   { return Decision{Action: Expired} 
 // RetryAfterOf returns the delay of the first [RetryAfter] marker in err's
 // tree, and whether there is one.
 func RetryAfterOf(err error) (time.Duration, bool) {
-	var ra *retryAfterError
-	if errors.As(err, &ra) {
-		return ra.after, true
+	// A walk of our own rather than errors.As, which would allocate: this
+	// runs at every clean end of a connection.
+	return retryAfterOf(err, 0)
+}
+
+func retryAfterOf(err error, depth int) (time.Duration, bool) {
+	for err != nil && depth < maxDepth {
+		if ra, ok := err.(*retryAfterError); ok {
+			return ra.after, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+			depth++
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if d, ok := retryAfterOf(e, depth+1); ok {
+					return d, true
+				}
+			}
+			return 0, false
+		default:
+			return 0, false
+		}
 	}
 	return 0, false
 }

@@ -42,9 +42,11 @@ type Resumer[T, C any] struct {
 	order      func(a, b C) int
 	resync     ResyncFunc[T, C]
 
-	running atomic.Bool
-	guard   connGuard[T]
-	noGuard bool // the Source's Recv respects ctx: no watcher needed
+	running  atomic.Bool
+	saves    atomic.Uint64 // kept out of stats: counted per event without the lock
+	saveErrs atomic.Uint64
+	guard    connGuard[T]
+	noGuard  bool // the Source's Recv respects ctx: no watcher needed
 
 	// Owned by the running loop.
 	loaded    bool
@@ -182,8 +184,10 @@ func (r *Resumer[T, C]) Cursor() C {
 // concurrent use.
 func (r *Resumer[T, C]) Stats() Stats[C] {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats
+	st := r.stats
+	r.mu.Unlock()
+	st.Saves, st.SaveErrors = r.saves.Load(), r.saveErrs.Load()
+	return st
 }
 
 // Run reads the stream and calls handle for each event, in order, on the
@@ -309,7 +313,9 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 			}
 		}
 
-		lastOpen = time.Now()
+		if r.minRestart > 0 {
+			lastOpen = time.Now() // only the minimum restart delay needs it
+		}
 		after := r.cur
 		conn, oerr := r.src.Open(ctx, after)
 		switch {
@@ -500,20 +506,21 @@ func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
 	}
 	c := r.cur
 	err := r.store.Save(ctx, c)
-	r.count(func(s *Stats[C]) {
-		if err != nil {
-			s.SaveErrors++
-		} else {
-			s.Saves++
-		}
-	})
+	if err != nil {
+		r.saveErrs.Add(1)
+	} else {
+		r.saves.Add(1)
+	}
 	if r.hooks.OnSave != nil {
 		r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final})
 	}
 	if err != nil {
 		return fmt.Errorf("stream: saving cursor %v to the Store: %w", c, err)
 	}
-	r.saved, r.dirty, r.unsaved, r.lastSave = c, false, 0, time.Now()
+	r.saved, r.dirty, r.unsaved = c, false, 0
+	if r.interval > 0 {
+		r.lastSave = time.Now() // read the clock only when the cadence needs it
+	}
 	return nil
 }
 

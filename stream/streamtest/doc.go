@@ -27,4 +27,7 @@
 //     BlockAfter, or waiting for events), wait with [Source.AwaitBlocked].
 //
 // A Source is safe for concurrent use. It starts no goroutines.
+//
+// The repository's own property tests (stream/property_test.go) show it at
+// scale: 1,000 random faults over 100,000 events per seed.
 package streamtest
