@@ -18,7 +18,10 @@
 //     is delivered again; nothing is ever skipped.
 //   - io.EOF from [Conn.Recv] is the normal end of one connection (a server's
 //     watch timeout): the Resumer reopens at once, without a backoff step if
-//     the connection delivered anything. [ErrEndOfStream] ends the stream for
+//     the connection delivered anything or lived at least as long as the
+//     step would last (an idle stream); a connection that closes at once
+//     with nothing takes a step, so that such a server cannot cause a hot
+//     loop. [ErrEndOfStream] ends the stream for
 //     good and Run returns nil.
 //   - A failure means the same whether it came from Open, Recv or the Store;
 //     the classifier decides. The default classifier retries everything that

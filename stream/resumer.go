@@ -49,13 +49,14 @@ type Resumer[T, C any] struct {
 	noGuard  bool // the Source's Recv respects ctx: no watcher needed
 
 	// Owned by the running loop.
-	loaded    bool
-	cur       C // the committed cursor, the loop's own copy
-	saved     C // what the Store holds, as far as this Resumer knows
-	dirty     bool
-	unsaved   int
-	lastSave  time.Time
-	connCount int // cursors committed on the current connection
+	loaded   bool
+	cur      C // the committed cursor, the loop's own copy
+	saved    C // what the Store holds, as far as this Resumer knows
+	dirty    bool
+	unsaved  int
+	lastSave time.Time
+	peek     time.Duration
+	peeked   bool // peek holds a backoff step drawn but not yet waited
 
 	mu    sync.Mutex // guards stats (its Cursor too)
 	stats Stats[C]
@@ -282,6 +283,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 	}
 
 	r.seq.Reset()
+	r.peeked = false
 	attempt := 0
 	var lastOpen time.Time
 	for {
@@ -313,9 +315,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 			}
 		}
 
-		if r.minRestart > 0 {
-			lastOpen = time.Now() // only the minimum restart delay needs it
-		}
+		lastOpen = time.Now() // once per Open: the minimum restart delay and idle ends need it
 		after := r.cur
 		conn, oerr := r.src.Open(ctx, after)
 		switch {
@@ -554,6 +554,22 @@ func (r *Resumer[T, C]) cleanEnd(ctx context.Context, cerr error, opened bool, n
 		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: cerr, Decision: d, Clean: true, Opened: opened, Events: n, Cursor: r.cur})
 	}
 	step := n == 0
+	if step && opened {
+		// An empty connection that lived at least as long as the backoff
+		// step it would cost is an idle stream that the server ended on its
+		// schedule (a Kubernetes watch timeout on a quiet namespace), not a
+		// server that accepts and closes at once: no step, and the
+		// sequence starts over, so a policy that gives up after N attempts
+		// never stops a healthy idle stream.
+		delay, ok := r.seq.Next()
+		if !ok || time.Since(lastOpen) >= delay {
+			r.seq.Reset()
+			*attempt = 0
+			step = false
+		} else {
+			r.peek, r.peeked = delay, true
+		}
+	}
 	if step {
 		*attempt++
 	}
@@ -618,7 +634,11 @@ func (r *Resumer[T, C]) wait(ctx context.Context, cerr error, d errclass.Decisio
 	var delay time.Duration
 	reason := DelayNone
 	if step {
-		s, ok := r.seq.Next()
+		s, ok := r.peek, true
+		if !r.peeked {
+			s, ok = r.seq.Next()
+		}
+		r.peeked = false
 		if !ok {
 			err := fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, attempt, cerr)
 			r.warn("giving up", err)
@@ -639,7 +659,7 @@ func (r *Resumer[T, C]) wait(ctx context.Context, cerr error, d errclass.Decisio
 	if r.hooks.OnRetry != nil {
 		r.hooks.OnRetry(RetryEvent[C]{Err: cerr, Decision: d, Delay: delay, Reason: reason, Attempt: attempt, After: r.cur})
 	}
-	if errors.Is(cerr, io.EOF) && !step {
+	if errors.Is(cerr, io.EOF) { // a clean end is never a failure, even an empty one
 		if ce := r.log.Check(zapcore.DebugLevel, "connection ended; reopening"); ce != nil {
 			ce.Write(zap.Int("attempt", attempt), zap.Any("cursor", r.cur), zap.Duration("delay", delay))
 		}

@@ -253,16 +253,19 @@ func TestFailuresAreClassifiedTheSameFromOpenAndRecv(t *testing.T) {
 
 func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
 	tests := []struct {
-		name      string
-		script    []streamtest.Step
-		wantNexts int
+		name             string
+		step             time.Duration
+		script           []streamtest.Step
+		wantNexts        int
+		wantBackoffWaits int
 	}{
 		{name: "eof after events takes no step", script: []streamtest.Step{
 			{Kind: streamtest.EndAfter, K: 2}, {Kind: streamtest.EndAfter, K: 2},
 		}, wantNexts: 0},
-		{name: "eof with no event takes a step", script: []streamtest.Step{
+		// A step far longer than a connection that closes at once lasts.
+		{name: "eof at once with no event takes a step", step: 20 * time.Millisecond, script: []streamtest.Step{
 			{Kind: streamtest.EndAfter, K: 0}, {Kind: streamtest.EndAfter, K: 0}, {Kind: streamtest.EndAfter, K: 1},
-		}, wantNexts: 2},
+		}, wantNexts: 2, wantBackoffWaits: 2},
 		{name: "a failure takes a step", script: []streamtest.Step{
 			{Kind: streamtest.BreakAfter, K: 1}, {Kind: streamtest.FailOpen},
 		}, wantNexts: 2},
@@ -270,10 +273,16 @@ func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.InfoLevel)
-			policy := &countingPolicy{}
+			policy := &countingPolicy{step: tt.step}
 			src := streamtest.NewSource(letters(5), tt.script...)
+			backoffWaits := 0
 			r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(policy), stream.WithLogger(zap.New(core)))
+				stream.WithBackoff(policy), stream.WithLogger(zap.New(core)),
+				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) {
+					if e.Reason == stream.DelayBackoff {
+						backoffWaits++
+					}
+				}}))
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
@@ -286,6 +295,9 @@ func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
 			}
 			if nexts, _ := policy.counts(); nexts != tt.wantNexts {
 				t.Errorf("backoff steps = %d, want %d", nexts, tt.wantNexts)
+			}
+			if backoffWaits != tt.wantBackoffWaits {
+				t.Errorf("waits set by the backoff = %d, want %d", backoffWaits, tt.wantBackoffWaits)
 			}
 			st := r.Stats()
 			if tt.wantNexts == 0 {
@@ -974,5 +986,61 @@ func TestContextRespecterSkipsTheWatcher(t *testing.T) {
 	}
 	if live := src.Live(); live != 0 {
 		t.Errorf("%d connections left open, want 0", live)
+	}
+}
+
+// idleConn delivers nothing and ends cleanly once it has been open longer
+// than lifetime: a quiet stream whose server ends it on schedule.
+type idleConn struct {
+	opened   time.Time
+	lifetime time.Duration
+}
+
+func (c *idleConn) Recv(context.Context) (ev, error) {
+	for time.Since(c.opened) <= c.lifetime {
+		runtime.Gosched()
+	}
+	return ev{}, io.EOF
+}
+
+func (c *idleConn) Close() error { return nil }
+
+// An idle connection the server ends on schedule is no failure: no backoff
+// step, no attempt counted, so a policy that gives up after N attempts never
+// stops a healthy quiet stream; nothing logged above Debug.
+func TestIdleCleanEndTakesNoStep(t *testing.T) {
+	const idleEnds = 5
+	opens := 0
+	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+		opens++
+		if opens > idleEnds {
+			return nil, stream.ErrEndOfStream
+		}
+		return &idleConn{opened: time.Now(), lifetime: 2 * time.Millisecond}, nil
+	})
+	core, logs := observer.New(zapcore.InfoLevel)
+	var retries []stream.RetryEvent[int64]
+	// A policy whose step (1ms) is shorter than each idle connection, and
+	// which gives up after 2 steps in a row.
+	policy := &countingPolicy{step: time.Millisecond, limit: 2}
+	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
+		stream.WithBackoff(policy), stream.WithLogger(zap.New(core)),
+		stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if _, err := collect(t, r); err != nil {
+		t.Fatalf("Run() = %v, want nil: idle ends must not exhaust the backoff", err)
+	}
+	if len(retries) != idleEnds {
+		t.Fatalf("got %d retries, want %d", len(retries), idleEnds)
+	}
+	for i, e := range retries {
+		if e.Attempt != 0 || e.Reason != stream.DelayNone || e.Delay != 0 {
+			t.Errorf("retry %d = attempt %d, %v (%v), want attempt 0, no delay", i, e.Attempt, e.Delay, e.Reason)
+		}
+	}
+	if n := logs.Len(); n != 0 {
+		t.Errorf("%d log entries at Info or above for idle ends, want 0: %v", n, logs.All())
 	}
 }

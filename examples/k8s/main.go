@@ -42,6 +42,8 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -83,7 +85,11 @@ func run(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	log := zap.NewNop()
 	if *verbose {
-		l, err := zap.NewDevelopment()
+		// Readable lines without stack traces: a retried failure is news,
+		// not a bug.
+		cfg := zap.NewDevelopmentConfig()
+		cfg.DisableStacktrace = true
+		l, err := cfg.Build()
 		if err != nil {
 			return err
 		}
@@ -124,6 +130,12 @@ func watchCluster(ctx context.Context, out io.Writer, log *zap.Logger, kubeconfi
 		ctx, cancel = context.WithTimeout(ctx, duration)
 		defer cancel()
 	}
+	return printEvents(ctx, out, log, cs, namespace, resync)
+}
+
+// printEvents lists the ConfigMaps of namespace through cs, then watches
+// them and prints each event until ctx ends.
+func printEvents(ctx context.Context, out io.Writer, log *zap.Logger, cs kubernetes.Interface, namespace string, resync bool) error {
 	lw := listWatch(cs, namespace)
 	list, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -134,11 +146,7 @@ func watchCluster(ctx context.Context, out io.Writer, log *zap.Logger, kubeconfi
 	}
 	opts := []watchtools.Option{watchtools.WithLogger(log)}
 	if resync {
-		opts = append(opts,
-			watchtools.WithResync(watchtools.ListResync(lw)),
-			watchtools.WithOnResync(func(i watchtools.ResyncInfo) {
-				fmt.Fprintf(out, "resynced: resource version %s expired, relisted %d objects at %s\n", i.From, i.Replayed, i.To)
-			}))
+		opts = append(opts, watchtools.WithResync(watchtools.ListResync(lw)))
 	}
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw, opts...)
 	if err != nil {
@@ -149,16 +157,30 @@ func watchCluster(ctx context.Context, out io.Writer, log *zap.Logger, kubeconfi
 		<-rw.Done()
 	}()
 	fmt.Fprintf(out, "watching configmaps in %q from resource version %s\n", namespace, list.ResourceVersion)
+	last := list.ResourceVersion // of the last event printed
 	for ev := range rw.ResultChan() {
-		if ev.Type == watch.Error {
-			return fmt.Errorf("the watcher stopped (with -resync it survives an expired resource version): %v", ev.Object)
-		}
-		if watchtools.IsResyncMarker(ev) {
-			fmt.Fprintln(out, "-- resync: the current state follows --")
-			continue
-		}
-		if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
-			fmt.Fprintf(out, "%-8s %s/%s rv=%s\n", ev.Type, cm.Namespace, cm.Name, cm.ResourceVersion)
+		switch {
+		case ev.Type == watch.Error:
+			// The last event: the watcher stops.
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return fmt.Errorf("the watcher stopped: %w: the API server no longer has the changes after resource version %s (it restarted, say); run with -resync to relist and keep watching", err, last)
+			}
+			return fmt.Errorf("the watcher stopped: %w", err)
+		case watchtools.IsResyncMarker(ev):
+			// Rather than the WithOnResync hook, which runs on the
+			// watcher's goroutine: the marker comes in order with the
+			// events. Its object carries the list's resource version.
+			rv := ""
+			if m, err := meta.Accessor(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+			fmt.Fprintf(out, "-- resync: the API server no longer has resource version %s; relisted: the state at %s follows (deletions meanwhile are not shown) --\n", last, rv)
+		default:
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				fmt.Fprintf(out, "%-8s %s/%s rv=%s\n", ev.Type, cm.Namespace, cm.Name, cm.ResourceVersion)
+				last = cm.ResourceVersion
+			}
 		}
 	}
 	return nil // interrupted, or -duration passed
