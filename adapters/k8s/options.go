@@ -108,7 +108,9 @@ func WithResync(f ResyncFunc) Option {
 // WithOnResync sets a function called after each completed resync, on the
 // watcher's goroutine, after the replay was delivered and before watching
 // resumes. It must not block. It is only ever called when [WithResync] is
-// set. Nil means none.
+// set. Nil means none. It runs concurrently with the consumer, which may
+// still be handling the last replayed event: to know where in the stream a
+// resync happened, watch for the marker event ([IsResyncMarker]) instead.
 func WithOnResync(f func(ResyncInfo)) Option {
 	return optionFunc(func(c *config) { c.onResync = f })
 }
