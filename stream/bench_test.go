@@ -62,31 +62,39 @@ func connName(n int64) string {
 	return fmt.Sprintf("conn=%d", n)
 }
 
+// benchConsume runs consume over a Resumer on a counterSource of b.N events
+// in connections of per events, timing only consume; one op is one event.
+func benchConsume(b *testing.B, per int64, consume func(r *stream.Resumer[benchEvent, int64]) error) {
+	src := &counterSource{total: int64(b.N), perConn: per}
+	r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
+		stream.WithBackoff(backoff.None()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	err = consume(r)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := r.Cursor(); got != int64(b.N) {
+		b.Fatalf("Cursor() = %d, want %d", got, b.N)
+	}
+}
+
 // BenchmarkRun measures the cost per event of Run, reconnects folded in: one
 // op is one event.
 func BenchmarkRun(b *testing.B) {
 	for _, per := range connSizes {
 		b.Run(connName(per), func(b *testing.B) {
-			src := &counterSource{total: int64(b.N), perConn: per}
-			r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(backoff.None()))
-			if err != nil {
-				b.Fatal(err)
-			}
 			var sum int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			err = r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
-				sum += e.Offset
-				return nil
+			benchConsume(b, per, func(r *stream.Resumer[benchEvent, int64]) error {
+				return r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
+					sum += e.Offset
+					return nil
+				})
 			})
-			b.StopTimer()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if got := r.Cursor(); got != int64(b.N) {
-				b.Fatalf("Cursor() = %d, want %d", got, b.N)
-			}
 		})
 	}
 }
@@ -95,25 +103,16 @@ func BenchmarkRun(b *testing.B) {
 func BenchmarkAll(b *testing.B) {
 	for _, per := range connSizes {
 		b.Run(connName(per), func(b *testing.B) {
-			src := &counterSource{total: int64(b.N), perConn: per}
-			r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(backoff.None()))
-			if err != nil {
-				b.Fatal(err)
-			}
 			var sum int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			for e, err := range r.All(context.Background()) {
-				if err != nil {
-					b.Fatal(err)
+			benchConsume(b, per, func(r *stream.Resumer[benchEvent, int64]) error {
+				for e, err := range r.All(context.Background()) {
+					if err != nil {
+						return err
+					}
+					sum += e.Offset
 				}
-				sum += e.Offset
-			}
-			b.StopTimer()
-			if got := r.Cursor(); got != int64(b.N) {
-				b.Fatalf("Cursor() = %d, want %d", got, b.N)
-			}
+				return nil
+			})
 		})
 	}
 }

@@ -50,10 +50,8 @@ type Resumer[T, C any] struct {
 
 	// Owned by the running loop.
 	loaded   bool
-	cur      C // the committed cursor, the loop's own copy
-	saved    C // what the Store holds, as far as this Resumer knows
-	dirty    bool
-	unsaved  int
+	cur      C   // the committed cursor, the loop's own copy
+	unsaved  int // commits since the last successful save: the Store lags when > 0
 	lastSave time.Time
 	peek     time.Duration
 	peeked   bool // peek holds a backoff step drawn but not yet waited
@@ -291,8 +289,10 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 			c, lerr := r.store.Load(ctx)
 			if lerr == nil {
 				r.loaded = true
-				r.cur, r.saved = c, c
-				r.lastSave = time.Now()
+				r.cur = c
+				if r.interval > 0 {
+					r.lastSave = time.Now()
+				}
 				r.mu.Lock()
 				r.stats.Cursor = c
 				r.mu.Unlock()
@@ -302,13 +302,8 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 				}
 				lerr = fmt.Errorf("stream: loading the cursor from the Store: %w", lerr)
 				attempt++
-				if err := r.failure(ctx, lerr, false, 0, attempt, lastOpen); err != nil {
-					var rs errResync
-					if errors.As(err, &rs) {
-						// No cursor to resync from: the Store itself is
-						// the problem.
-						return rs.cause
-					}
+				// No cursor to resync from: the Store itself is the problem.
+				if err := r.failureNoResync(ctx, lerr, attempt, lastOpen); err != nil {
 					return err
 				}
 				continue
@@ -356,7 +351,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 		if serr := r.checkpoint(ctx, false); serr != nil && errors.Is(cerr, io.EOF) {
 			cerr = serr
 		}
-		if errors.Is(cerr, io.EOF) && !errors.Is(cerr, ErrEndOfStream) {
+		if errors.Is(cerr, io.EOF) {
 			if err := r.cleanEnd(ctx, cerr, opened, n, &attempt, lastOpen); err != nil {
 				return err
 			}
@@ -388,14 +383,7 @@ func (r *Resumer[T, C]) doResync(ctx context.Context, handle func(context.Contex
 		}
 		*attempt++
 		err = fmt.Errorf("stream: resync after an expired cursor (%v) failed: %w", cause, err)
-		if ferr := r.failure(ctx, err, false, 0, *attempt, lastOpen); ferr != nil {
-			var rs errResync
-			if errors.As(ferr, &rs) {
-				return rs.cause // expired again: no second resync in a row
-			}
-			return ferr
-		}
-		return nil
+		return r.failureNoResync(ctx, err, *attempt, lastOpen) // expired again: no second resync in a row
 	}
 	for _, ev := range replay {
 		if err := ctx.Err(); err != nil {
@@ -411,7 +399,7 @@ func (r *Resumer[T, C]) doResync(ctx context.Context, handle func(context.Contex
 	r.stats.Events += uint64(len(replay))
 	r.stats.Resyncs++
 	r.mu.Unlock()
-	r.dirty = true
+	r.unsaved++
 	r.seq.Reset()
 	*attempt = 0
 	if r.hooks.OnResync != nil {
@@ -422,13 +410,7 @@ func (r *Resumer[T, C]) doResync(ctx context.Context, handle func(context.Contex
 	}
 	if err := r.checkpoint(ctx, false); err != nil {
 		*attempt++
-		if ferr := r.failure(ctx, err, false, 0, *attempt, lastOpen); ferr != nil {
-			var rs errResync
-			if errors.As(ferr, &rs) {
-				return rs.cause
-			}
-			return ferr
-		}
+		return r.failureNoResync(ctx, err, *attempt, lastOpen)
 	}
 	return nil
 }
@@ -488,7 +470,6 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, progress bool) error {
 		r.stats.Events++
 	}
 	r.mu.Unlock()
-	r.dirty = true
 	r.unsaved++
 	if r.hooks.OnCommit != nil {
 		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: progress})
@@ -501,7 +482,7 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, progress bool) error {
 
 // checkpoint saves the committed cursor if the Store lags behind it.
 func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
-	if !r.dirty {
+	if r.unsaved == 0 {
 		return nil
 	}
 	c := r.cur
@@ -517,7 +498,7 @@ func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
 	if err != nil {
 		return fmt.Errorf("stream: saving cursor %v to the Store: %w", c, err)
 	}
-	r.saved, r.dirty, r.unsaved = c, false, 0
+	r.unsaved = 0
 	if r.interval > 0 {
 		r.lastSave = time.Now() // read the clock only when the cadence needs it
 	}
@@ -527,7 +508,7 @@ func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
 // finalSave saves a lagging Store when the loop ends, on a context that
 // outlives ctx's cancellation but not the final-save timeout.
 func (r *Resumer[T, C]) finalSave(ctx context.Context, runErr error) error {
-	if !r.dirty {
+	if r.unsaved == 0 {
 		return runErr
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTO)
@@ -540,8 +521,9 @@ func (r *Resumer[T, C]) finalSave(ctx context.Context, runErr error) error {
 }
 
 // cleanEnd handles a connection that ended with io.EOF: no failure is
-// counted; a connection that delivered nothing takes a backoff step so that
-// a server that accepts and closes at once cannot cause a hot loop.
+// counted; a connection that delivered nothing and closed sooner than a
+// backoff step lasts takes that step, so that a server that accepts and
+// closes at once cannot cause a hot loop.
 func (r *Resumer[T, C]) cleanEnd(ctx context.Context, cerr error, opened bool, n int, attempt *int, lastOpen time.Time) error {
 	r.count(func(s *Stats[C]) { s.CleanEnds++ })
 	d := errclass.Decision{Action: errclass.Retry}
@@ -605,6 +587,18 @@ func (r *Resumer[T, C]) failure(ctx context.Context, cerr error, opened bool, n,
 		return errResync{cause: cerr}
 	}
 	return r.wait(ctx, cerr, d, true, attempt, lastOpen)
+}
+
+// failureNoResync is failure for the places that cannot resync (a Store
+// that failed, a resync that failed): an Expired verdict ends Run with the
+// failure, marked expired.
+func (r *Resumer[T, C]) failureNoResync(ctx context.Context, err error, attempt int, lastOpen time.Time) error {
+	ferr := r.failure(ctx, err, false, 0, attempt, lastOpen)
+	var rs errResync
+	if errors.As(ferr, &rs) {
+		return rs.cause
+	}
+	return ferr
 }
 
 // errResync asks the loop to resync; it never leaves the package.

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,6 +43,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/loopback"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -71,7 +71,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	}
 
 	api := newServer(*items, *seed)
-	base, shutdown, err := serve(ctx, api.routes())
+	base, shutdown, err := loopback.Serve(ctx, api.routes())
 	if err != nil {
 		return err
 	}
@@ -204,33 +204,6 @@ func (s *state) verify(final Item, seen map[string]int, refreshes int64) error {
 		return fmt.Errorf("end check failed:\n\t%s", strings.Join(bad, "\n\t"))
 	}
 	return nil
-}
-
-// serve starts h on a random loopback port. shutdown ends every handler,
-// closes every connection and waits for the server's goroutines.
-func serve(ctx context.Context, h http.Handler) (base string, shutdown func() error, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	baseCtx, cancel := context.WithCancel(ctx)
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() error {
-		cancel() // handlers watch their request's context, derived from baseCtx
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		err := srv.Shutdown(sctx)
-		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
-			err = errors.Join(err, serr)
-		}
-		return err
-	}, nil
 }
 
 // server is the API. Its failures follow a script, plus seeded extra 500s:

@@ -9,7 +9,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testio"
 )
 
 func TestMain(m *testing.M) {
@@ -120,31 +120,14 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// cancelAt is an output that cancels the run when it first sees marker.
-type cancelAt struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	marker string
-	cancel context.CancelFunc
-}
-
-func (w *cancelAt) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if bytes.Contains(p, []byte(w.marker)) {
-		w.cancel()
-	}
-	return w.buf.Write(p)
-}
-
 // TestRunCancelledMidStream: cancelling in the middle of the stream returns
 // the context's error, and goleak (TestMain) shows that the server, its
 // handlers and the client's connections are all gone.
 func TestRunCancelledMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelAt{marker: "item 10:", cancel: cancel}
+	out := &testio.CancelAt{Marker: "item 10:", Cancel: cancel}
 	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
-		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.buf.String())
+		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.String())
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/loopback"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -64,7 +64,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	}
 
 	pub := &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
-	url, shutdown, err := serve(ctx, pub)
+	base, shutdown, err := loopback.Serve(ctx, pub)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	// A client of our own, so that its connections can be closed at the end.
 	tr := &http.Transport{Proxy: nil, DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	src := &Source{URL: url, Client: &http.Client{Transport: tr}}
+	src := &Source{URL: base + "/events", Client: &http.Client{Transport: tr}}
 
 	r, err := stream.New(src, eventID, cursor.NewMemory(""),
 		stream.WithBackoff(backoff.Exponential(
@@ -144,33 +144,6 @@ func (c *checker) verify() error {
 		c.bad = append(c.bad, fmt.Sprintf("received events 1 to %d in order, want 1 to %d", c.next, c.total))
 	}
 	return fmt.Errorf("end check failed:\n\t%s", strings.Join(c.bad, "\n\t"))
-}
-
-// serve starts srv on a random loopback port. shutdown ends every handler,
-// closes every connection and waits for the server's goroutines.
-func serve(ctx context.Context, h http.Handler) (url string, shutdown func() error, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	base, cancel := context.WithCancel(ctx)
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	return "http://" + ln.Addr().String() + "/events", func() error {
-		cancel() // handlers watch their request's context, derived from base
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		err := srv.Shutdown(sctx)
-		if serr := <-done; !errors.Is(serr, http.ErrServerClosed) {
-			err = errors.Join(err, serr)
-		}
-		return err
-	}, nil
 }
 
 // publisher serves events 1..total at /events, resuming after Last-Event-ID,
