@@ -152,39 +152,39 @@ func TestMisuse(t *testing.T) {
 		{
 			name:  "nil Source",
 			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nil, extract, store) }),
+			check: newErr("nil Source", func() (*misuseResumer, error) { return stream.New(nil, extract, store) }),
 		},
 		{
 			name:  "typed-nil Source (a nil *T or nil SourceFunc)",
 			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nilSource, extract, store) }),
+			check: newErr("nil Source", func() (*misuseResumer, error) { return stream.New(nilSource, extract, store) }),
 		},
 		{
 			name:  "nil SourceFunc",
 			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nilFuncSource, extract, store) }),
+			check: newErr("nil Source", func() (*misuseResumer, error) { return stream.New(nilFuncSource, extract, store) }),
 		},
 		{
 			name: "nil Extractor",
 			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("Extractor is nil", func() (*misuseResumer, error) {
+			check: newErr("nil Extractor", func() (*misuseResumer, error) {
 				return stream.New[propEvent, int64](misuseSource(1), nil, store)
 			}),
 		},
 		{
 			name:  "nil Store",
-			want:  "New returns an error matching ErrInvalidOption that points to cursor.NewMemory",
-			check: newErr("cursor.NewMemory", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nil) }),
+			want:  "New returns an error matching ErrInvalidOption",
+			check: newErr("nil Store", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nil) }),
 		},
 		{
 			name:  "typed-nil Store",
 			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Store is nil", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nilStore) }),
+			check: newErr("nil Store", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nilStore) }),
 		},
 		{
 			name: "several bad arguments at once",
 			want: "New returns one error that lists each of them",
-			check: newErr("Extractor is nil", func() (*misuseResumer, error) {
+			check: newErr("nil Extractor", func() (*misuseResumer, error) {
 				return stream.New[propEvent, int64](nil, nil, nil, stream.WithMinRestartDelay(-1))
 			}),
 		},
@@ -299,8 +299,8 @@ func TestMisuse(t *testing.T) {
 				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
 					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
 				}
-				if got := r.Stats().Failures[errclass.Retry]; got != 1 {
-					t.Errorf("Stats().Failures[Retry] = %d, want 1", got)
+				if got := r.Stats().Retried; got != 1 {
+					t.Errorf("Stats().Retried = %d, want 1", got)
 				}
 			},
 		},
@@ -676,7 +676,7 @@ func TestMisuse(t *testing.T) {
 			name: "WithResync with another event or cursor type",
 			want: "New returns an error matching ErrInvalidOption naming the Resumer's types",
 			check: newErr("int64", func() (*misuseResumer, error) {
-				wrongT := stream.WithResync(func(context.Context, error) (int64, []string, error) { return 0, nil, nil })
+				wrongT := stream.WithResync(func(context.Context, error, func(string) error) (int64, error) { return 0, nil })
 				return stream.New(misuseSource(1), extract, store, wrongT)
 			}),
 		},
@@ -697,11 +697,11 @@ func TestMisuse(t *testing.T) {
 				calls := 0
 				var r *misuseResumer
 				r = misuseNew(t, misuseSource(3, streamtest.Step{Kind: streamtest.ExpireAfter, K: 1}, streamtest.Step{Kind: streamtest.ExpireAfter}),
-					stream.WithResync(func(context.Context, error) (int64, []propEvent, error) {
+					stream.WithResync(func(context.Context, error, func(propEvent) error) (int64, error) {
 						if calls++; calls == 1 {
-							return 0, nil, errors.New("listing failed")
+							return 0, errors.New("listing failed")
 						}
-						return r.Cursor(), nil, nil
+						return r.Cursor(), nil
 					}))
 				var seen []int64
 				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil || calls != 2 || !misuseEqual(seen, misuseSeqs(1, 3)) {
@@ -716,7 +716,7 @@ func TestMisuse(t *testing.T) {
 				expired := errclass.CursorExpired(errors.New("saved cursor predates the retention window"))
 				r, err := stream.New(misuseSource(3), extract, misuseLoadStore{err: expired},
 					stream.WithBackoff(backoff.None()),
-					stream.WithResync(func(context.Context, error) (int64, []propEvent, error) { return 0, nil, nil }))
+					stream.WithResync(func(context.Context, error, func(propEvent) error) (int64, error) { return 0, nil }))
 				if err != nil {
 					t.Fatalf("New() = %v", err)
 				}

@@ -61,27 +61,32 @@ type countingPolicy struct {
 	limit  int // give up after limit steps without reset (0: never)
 	nexts  int
 	resets int
-	run    int
 }
 
-func (p *countingPolicy) NewSequence() backoff.Sequence { return p }
+func (p *countingPolicy) NewSequence() backoff.Sequence { return &countingSeq{p: p} }
 
-func (p *countingPolicy) Next() (time.Duration, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.nexts++
-	p.run++
-	if p.limit > 0 && p.run > p.limit {
+// countingSeq is one sequence of a countingPolicy.
+type countingSeq struct {
+	p   *countingPolicy
+	run int
+}
+
+func (s *countingSeq) Next() (time.Duration, bool) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.nexts++
+	s.run++
+	if s.p.limit > 0 && s.run > s.p.limit {
 		return 0, false
 	}
-	return p.step, true
+	return s.p.step, true
 }
 
-func (p *countingPolicy) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.resets++
-	p.run = 0
+func (s *countingSeq) Reset() {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.resets++
+	s.run = 0
 }
 
 func (p *countingPolicy) counts() (nexts, resets int) {
@@ -279,7 +284,7 @@ func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
 			r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
 				stream.WithBackoff(policy), stream.WithLogger(zap.New(core)),
 				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) {
-					if e.Reason == stream.DelayBackoff {
+					if e.Reason == stream.DelayBackoff || e.Reason == stream.DelayPoll {
 						backoffWaits++
 					}
 				}}))
@@ -301,8 +306,8 @@ func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
 			}
 			st := r.Stats()
 			if tt.wantNexts == 0 {
-				if st.Failures != ([errclass.NumActions]uint64{}) {
-					t.Errorf("Stats().Failures = %v, want none", st.Failures)
+				if st.Retried+st.Failed+st.Expired != 0 {
+					t.Errorf("Stats() failures = %d, %d, %d, want none", st.Retried, st.Failed, st.Expired)
 				}
 				if n := logs.Len(); n != 0 {
 					t.Errorf("%d log entries at Info or above for clean ends, want 0: %v", n, logs.All())
@@ -416,9 +421,10 @@ func TestBackoffResetsAfterProgressAndGivesUp(t *testing.T) {
 	if diff := cmp.Diff(seqs(1, 1), seen); diff != "" {
 		t.Errorf("handled events (-want +got):\n%s", diff)
 	}
-	// Reset at the start of Run and after the progressing connection.
-	if nexts, resets := policy.counts(); nexts != 5 || resets != 2 {
-		t.Errorf("backoff nexts, resets = %d, %d, want 5, 2", nexts, resets)
+	// Both sequences reset at the start of Run, the failures' after the
+	// progressing connection.
+	if nexts, resets := policy.counts(); nexts != 5 || resets != 3 {
+		t.Errorf("backoff nexts, resets = %d, %d, want 5, 3", nexts, resets)
 	}
 }
 
@@ -675,8 +681,7 @@ func TestStatsAndHooks(t *testing.T) {
 		t.Errorf("hook calls (-want +got):\n%s", diff)
 	}
 	st := r.Stats()
-	wantStats := stream.Stats[int64]{Cursor: 4, Events: 4, Opens: 2, CleanEnds: 1, Saves: 4, LastError: streamtest.ErrInjected}
-	wantStats.Failures[errclass.Retry] = 1
+	wantStats := stream.Stats[int64]{Cursor: 4, Events: 4, Opens: 2, CleanEnds: 1, Retried: 1, Saves: 4, LastError: streamtest.ErrInjected}
 	if diff := cmp.Diff(wantStats, st, cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) || errors.Is(b, a) })); diff != "" {
 		t.Errorf("Stats() (-want +got):\n%s", diff)
 	}
@@ -846,12 +851,17 @@ func (f failingLoad) Save(context.Context, int64) error   { return nil }
 func TestResyncOnExpiredCursor(t *testing.T) {
 	src := streamtest.NewSource(letters(6), streamtest.Step{Kind: streamtest.ExpireAfter, K: 2})
 	var resyncs []stream.ResyncEvent[int64]
-	resync := func(ctx context.Context, cause error) (int64, []ev, error) {
+	resync := func(ctx context.Context, cause error, emit func(ev) error) (int64, error) {
 		if !errors.Is(cause, errclass.ErrExpired) {
 			t.Errorf("resync cause %v does not match ErrExpired", cause)
 		}
 		// A fresh listing: replay event 3 and 4, continue after 4.
-		return 4, []ev{{Seq: 3, Value: "e3"}, {Seq: 4, Value: "e4"}}, nil
+		for _, e := range []ev{{Seq: 3, Value: "e3"}, {Seq: 4, Value: "e4"}} {
+			if err := emit(e); err != nil {
+				return 0, err
+			}
+		}
+		return 4, nil
 	}
 	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
 		stream.WithBackoff(backoff.None()), stream.WithResync(resync),
@@ -880,12 +890,12 @@ func TestResyncFailureIsClassified(t *testing.T) {
 	src.ExpireThrough(0)
 	src.AddSteps(streamtest.Step{Kind: streamtest.ExpireAfter, K: 0}, streamtest.Step{Kind: streamtest.ExpireAfter, K: 0})
 	calls := 0
-	resync := func(context.Context, error) (int64, []ev, error) {
+	resync := func(context.Context, error, func(ev) error) (int64, error) {
 		calls++
 		if calls == 1 {
-			return 0, nil, errors.New("list failed")
+			return 0, errors.New("list failed")
 		}
-		return 0, nil, nil
+		return 0, nil
 	}
 	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()), stream.WithResync(resync))
 	if err != nil {
@@ -956,8 +966,8 @@ func TestCleanEndHonoursServerDelay(t *testing.T) {
 	if len(retries) != 1 || retries[0].Reason != stream.DelayServer || retries[0].Delay != 30*time.Millisecond {
 		t.Fatalf("retries = %+v, want one of 30ms for the server", retries)
 	}
-	if st := r.Stats(); st.CleanEnds != 1 || st.Failures[errclass.Retry] != 0 {
-		t.Errorf("Stats() clean ends %d, retried failures %d, want 1, 0", st.CleanEnds, st.Failures[errclass.Retry])
+	if st := r.Stats(); st.CleanEnds != 1 || st.Retried != 0 {
+		t.Errorf("Stats() clean ends %d, retried failures %d, want 1, 0", st.CleanEnds, st.Retried)
 	}
 }
 
