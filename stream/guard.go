@@ -20,9 +20,9 @@ const watchdogTicks = 4
 // count is the one the loop already publishes under the stats lock, and the
 // clock is read per tick, not per event.
 type connGuard[T any] struct {
-	idle  time.Duration   // 0: no watchdog
-	count func() uint64   // cursors committed so far (reads the stats)
-	ticks sync.WaitGroup  // armed timer callbacks not yet returned
+	idle  time.Duration  // 0: no watchdog
+	count func() uint64  // cursors committed so far (reads the stats)
+	ticks sync.WaitGroup // armed timer callbacks not yet returned
 
 	mu        sync.Mutex
 	conn      Conn[T]
