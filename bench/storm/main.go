@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
 	cfg := config{}
 	fs.IntVar(&cfg.n, "n", 10_000, "number of watchers")
-	fs.DurationVar(&cfg.outage, "outage", 2*time.Second, "how long the server refuses Watch calls after dropping every watch")
+	fs.DurationVar(&cfg.outage, "outage", 2500*time.Millisecond, "how long the server refuses Watch calls after dropping every watch")
 	fs.DurationVar(&cfg.settle, "settle", 1500*time.Millisecond, "quiet time between all watchers connected and the drop")
 	fs.DurationVar(&cfg.lead, "lead", time.Second, "time recorded before the drop (a multiple of -bin)")
 	fs.DurationVar(&cfg.tail, "tail", time.Second, "time recorded after all watchers reconnected")
@@ -145,10 +145,10 @@ func pick(list string) ([]variant, error) {
 // printTable prints one line per variant, and the limiter's targets.
 func printTable(out io.Writer, cfg config, results []result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\tpeak calls/100ms\tpeak calls/s\tall back after t0\tafter server up\tWatch calls\trefused\t")
+	fmt.Fprintf(tw, "variant\tpeak calls/%v\tpeak calls/s\tall back after t0\tafter server up\tWatch calls\trefused\ttimer lag\t\n", cfg.bin)
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2fs\t%.2fs\t%d\t%d\t\n", r.v.key, r.peakBin, r.peakSecond,
-			r.reconnected.Seconds(), r.recovered.Seconds(), r.calls, r.refused)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2fs\t%.2fs\t%d\t%d\t%v\t\n", r.v.key, r.peakBin, r.peakSecond,
+			r.reconnected.Seconds(), r.recovered.Seconds(), r.calls, r.refused, r.lag.Round(time.Millisecond))
 	}
 	tw.Flush()
 	for _, r := range results {
@@ -206,7 +206,7 @@ func writeSeries(w *csv.Writer, results []result) error {
 
 // summaryHeader is the summary's header.
 var summaryHeader = []string{"variant", "label", "n", "outage_s", "limit", "burst",
-	"peak_calls_per_bin", "bin_s", "peak_calls_per_s", "reconnected_s", "after_server_up_s", "calls", "refused"}
+	"peak_calls_per_bin", "bin_s", "peak_calls_per_s", "reconnected_s", "after_server_up_s", "calls", "refused", "timer_lag_s"}
 
 func writeSummary(w *csv.Writer, cfg config, results []result) error {
 	if err := w.Write(summaryHeader); err != nil {
@@ -217,7 +217,7 @@ func writeSummary(w *csv.Writer, cfg config, results []result) error {
 			strconv.FormatFloat(cfg.limit, 'f', -1, 64), strconv.Itoa(cfg.burst),
 			strconv.Itoa(r.peakBin), seconds(cfg.bin), strconv.Itoa(r.peakSecond),
 			strconv.FormatFloat(r.reconnected.Seconds(), 'f', 3, 64), strconv.FormatFloat(r.recovered.Seconds(), 'f', 3, 64),
-			strconv.Itoa(r.calls), strconv.Itoa(r.refused)}
+			strconv.Itoa(r.calls), strconv.Itoa(r.refused), seconds(r.lag)}
 		if err := w.Write(rec); err != nil {
 			return err
 		}

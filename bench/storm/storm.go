@@ -39,6 +39,10 @@ type result struct {
 	reconnected, recovered time.Duration
 	// calls and refused count the Watch calls from the drop to the end.
 	calls, refused int
+	// lag is the longest a goroutine waiting on a 10ms timer woke late,
+	// from the drop to the end: how much the machine held the process
+	// back, which bunches up calls that were due apart.
+	lag time.Duration
 }
 
 // row is one bin of the time series.
@@ -87,6 +91,7 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 		return res, err
 	}
 
+	lag := watchLag(ctx)
 	t0 := srv.dropAll()
 	all, reachedAt := srv.awaitWatches(cfg.n)
 	if err := sleep(ctx, cfg.outage); err != nil {
@@ -102,7 +107,39 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 	}
 	end := time.Now()
 	calls, ends := srv.log()
-	return measure(cfg, v, calls, ends, span{t0: t0, back: back, done: done, end: end}), nil
+	res = measure(cfg, v, calls, ends, span{t0: t0, back: back, done: done, end: end})
+	res.lag = lag()
+	return res, nil
+}
+
+// lagTick is the period of the timer watchLag measures.
+const lagTick = 10 * time.Millisecond
+
+// watchLag starts measuring how late a timer of period lagTick fires; the
+// returned function stops it and returns the worst lateness.
+func watchLag(ctx context.Context) (stop func() time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	worst := make(chan time.Duration, 1)
+	go func() {
+		var w time.Duration
+		t := time.NewTimer(lagTick)
+		defer t.Stop()
+		for last := time.Now(); ; {
+			select {
+			case <-ctx.Done():
+				worst <- w
+				return
+			case <-t.C:
+				w = max(w, time.Since(last)-lagTick)
+				t.Reset(lagTick)
+				last = time.Now()
+			}
+		}
+	}()
+	return func() time.Duration {
+		cancel()
+		return <-worst
+	}
 }
 
 // span is the times that frame a storm.

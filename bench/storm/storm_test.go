@@ -24,7 +24,7 @@ func TestStorm(t *testing.T) {
 	var out bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		err := run(t.Context(), []string{"-n", strconv.Itoa(n), "-limit", strconv.Itoa(limit), "-burst", strconv.Itoa(burst),
-			"-csv", series, "-summary", summary}, &out)
+			"-outage", "2.5s", "-csv", series, "-summary", summary}, &out)
 		if err != nil {
 			t.Fatalf("run() = %v", err)
 		}
@@ -51,8 +51,8 @@ func TestStorm(t *testing.T) {
 			t.Errorf("summary has no row for %s", v.key)
 			continue
 		}
-		if s["reconnected_s"] < 2 {
-			t.Errorf("%s: all back %vs after the drop, want >= the 2s outage", v.key, s["reconnected_s"])
+		if s["reconnected_s"] < 2.5 {
+			t.Errorf("%s: all back %vs after the drop, want >= the 2.5s outage", v.key, s["reconnected_s"])
 		}
 		if accepted := s["calls"] - s["refused"]; accepted != n || s["refused"] < 1 {
 			t.Errorf("%s: %v calls, %v refused, want some refused and every watcher reconnected once", v.key, s["calls"], s["refused"])
@@ -64,6 +64,13 @@ func TestStorm(t *testing.T) {
 	// client-go's watchers all retry at once; the limiter caps the rate.
 	if got := byKey["client-go"]["peak_calls_per_bin"]; got != n {
 		t.Errorf("client-go: peak %v calls per bin, want %d (every watcher at once)", got, n)
+	}
+	// Our RetryWatcher with its defaults is a drop-in: it makes the same
+	// calls at the same (fake) times as client-go's.
+	for _, k := range []string{"calls", "refused", "reconnected_s", "peak_calls_per_s"} {
+		if cg, ours := byKey["client-go"][k], byKey["ours-default"][k]; cg != ours {
+			t.Errorf("%s: client-go %v, ours-default %v, want equal", k, cg, ours)
+		}
 	}
 	lim := byKey["ours-limiter"]
 	if lim["peak_calls_per_s"] > limit+burst {
