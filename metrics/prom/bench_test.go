@@ -2,7 +2,10 @@ package prom_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
@@ -53,8 +56,7 @@ func runLoop(b *testing.B, next func() bool, opts ...stream.Option) {
 
 // BenchmarkRun measures Run per event (one op is one event) without hooks,
 // with the metrics hooks, and with the metrics hooks beside a set of the
-// user's own; then the metrics hooks of GOMAXPROCS streams sharing one name,
-// which contend on the same counters.
+// user's own.
 func BenchmarkRun(b *testing.B) {
 	c, err := prom.NewCollector()
 	if err != nil {
@@ -82,16 +84,57 @@ func BenchmarkRun(b *testing.B) {
 		b.ReportAllocs()
 		runLoop(b, b.Loop, opt, user)
 	})
-	b.Run("parallel/hooks=none", func(b *testing.B) {
+}
+
+// BenchmarkCollect measures a scrape of ten thousand attached streams
+// under ten names; one op is one Collect.
+func BenchmarkCollect(b *testing.B) {
+	c, err := prom.NewCollector()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10_000 {
+		h, detach := prom.Hooks[int64](c, fmt.Sprintf("group-%d", i%10))
+		defer detach()
+		h.OnConnect(stream.ConnectEvent[int64]{})
+		h.OnCommit(stream.CommitEvent[int64]{})
+	}
+	ch := make(chan prometheus.Metric, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		go func() {
+			c.Collect(ch)
+			close(ch)
+		}()
+		for range ch {
+		}
+		ch = make(chan prometheus.Metric, 1024)
+	}
+}
+
+// BenchmarkOnCommit measures the per-event hook alone (one op is one call),
+// for one stream, and for GOMAXPROCS streams of one name in parallel.
+func BenchmarkOnCommit(b *testing.B) {
+	c, err := prom.NewCollector()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("one", func(b *testing.B) {
+		h, detach := prom.Hooks[int64](c, "bench")
+		defer detach()
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) { runLoop(b, pb.Next) })
+		for b.Loop() {
+			h.OnCommit(stream.CommitEvent[int64]{Cursor: 1})
+		}
 	})
-	b.Run("parallel/hooks=prom-shared-name", func(b *testing.B) {
+	b.Run("parallel-shared-name", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			opt, detach := withMetrics()
+			h, detach := prom.Hooks[int64](c, "bench")
 			defer detach()
-			runLoop(b, pb.Next, opt)
+			for pb.Next() {
+				h.OnCommit(stream.CommitEvent[int64]{Cursor: 1})
+			}
 		})
 	})
 }

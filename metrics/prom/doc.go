@@ -42,9 +42,11 @@
 //     short-lived names leave nothing behind. A name attached again later
 //     starts its counters from zero, which Prometheus' rate and increase
 //     read as a counter reset.
-//   - The per-event path (OnCommit) adds one atomic increment to the
-//     stream's: no lock, no clock, no allocation. Everything else happens
-//     once per connection or per scrape.
+//   - The per-event path (OnCommit) adds one atomic increment to a counter
+//     of the stream's own: no lock, no clock, no allocation, and no
+//     contention between streams of the same name. A scrape adds up the
+//     counters of a name's streams; everything else happens once per
+//     connection.
 //   - The commit age is computed at scrape time, without reading the clock
 //     per event: each scrape compares the name's commit count with the one
 //     it saw last and remembers when it last changed. A commit is therefore
