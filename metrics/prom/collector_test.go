@@ -217,41 +217,62 @@ func TestCommitAge(t *testing.T) {
 	})
 }
 
-// TestConnectedGauge drives the hooks of two streams sharing a name, as a
-// Resumer would, and checks what connected and streams count.
-func TestConnectedGauge(t *testing.T) {
+// TestGaugesAndDetach drives the hooks of two streams sharing a name, as a
+// Resumer would, and checks what connected, streams and events count.
+func TestGaugesAndDetach(t *testing.T) {
+	type op uint8
+	const (
+		connect op = iota
+		cleanEnd
+		failedOpen
+		commit
+		detach
+	)
 	c := newCollector(t)
-	a, detachA := prom.Hooks[int64](c, "pods")
-	b, detachB := prom.Hooks[int64](c, "pods")
-	gauges := func() [2]float64 {
-		t.Helper()
-		v := values(t, c)
-		return [2]float64{v[`connected{name="pods"}`], v[`streams{name="pods"}`]}
+	hooks, detaches := make(map[string]stream.Hooks[int64]), make(map[string]func())
+	for _, s := range []string{"a", "b"} {
+		hooks[s], detaches[s] = prom.Hooks[int64](c, "pods")
 	}
 	steps := []struct {
-		name string
-		do   func()
-		want [2]float64 // connected, streams
+		name   string
+		stream string
+		op     op
+		want   [3]float64 // connected, streams, events
 	}{
-		{name: "attached", do: func() {}, want: [2]float64{0, 2}},
-		{name: "a connects", do: func() { a.OnConnect(stream.ConnectEvent[int64]{}) }, want: [2]float64{1, 2}},
-		{name: "b connects", do: func() { b.OnConnect(stream.ConnectEvent[int64]{}) }, want: [2]float64{2, 2}},
-		{name: "a reconnects without an end (Run returned on cancellation, then ran again)",
-			do: func() { a.OnConnect(stream.ConnectEvent[int64]{}) }, want: [2]float64{2, 2}},
-		{name: "a's connection ends", do: func() { a.OnDisconnect(stream.DisconnectEvent[int64]{Clean: true, Opened: true}) }, want: [2]float64{1, 2}},
-		{name: "a's next Open fails", do: func() { a.OnDisconnect(stream.DisconnectEvent[int64]{}) }, want: [2]float64{1, 2}},
-		{name: "b detaches while connected", do: detachB, want: [2]float64{0, 1}},
-		{name: "b detaches again", do: detachB, want: [2]float64{0, 1}},
-		{name: "b's hooks after detach leave connected alone",
-			do: func() { b.OnConnect(stream.ConnectEvent[int64]{}) }, want: [2]float64{0, 1}},
+		{name: "a connects", stream: "a", op: connect, want: [3]float64{1, 2, 0}},
+		{name: "b connects", stream: "b", op: connect, want: [3]float64{2, 2, 0}},
+		{name: "a reconnects without an end (Run returned on cancellation, then ran again)", stream: "a", op: connect, want: [3]float64{2, 2, 0}},
+		{name: "a commits", stream: "a", op: commit, want: [3]float64{2, 2, 1}},
+		{name: "b commits", stream: "b", op: commit, want: [3]float64{2, 2, 2}},
+		{name: "a's connection ends", stream: "a", op: cleanEnd, want: [3]float64{1, 2, 2}},
+		{name: "a's next Open fails", stream: "a", op: failedOpen, want: [3]float64{1, 2, 2}},
+		{name: "b detaches while connected, its events kept", stream: "b", op: detach, want: [3]float64{0, 1, 2}},
+		{name: "b detaches again", stream: "b", op: detach, want: [3]float64{0, 1, 2}},
+		{name: "b connects after its detach: not counted", stream: "b", op: connect, want: [3]float64{0, 1, 2}},
+		{name: "b commits after its detach: not counted", stream: "b", op: commit, want: [3]float64{0, 1, 2}},
+		{name: "a commits", stream: "a", op: commit, want: [3]float64{0, 1, 3}},
 	}
 	for _, s := range steps {
-		s.do()
-		if got := gauges(); got != s.want {
-			t.Errorf("%s: connected, streams = %v, want %v", s.name, got, s.want)
+		h := hooks[s.stream]
+		switch s.op {
+		case connect:
+			h.OnConnect(stream.ConnectEvent[int64]{})
+		case cleanEnd:
+			h.OnDisconnect(stream.DisconnectEvent[int64]{Clean: true, Opened: true})
+		case failedOpen:
+			h.OnDisconnect(stream.DisconnectEvent[int64]{Decision: errclass.Decision{Action: errclass.Retry}})
+		case commit:
+			h.OnCommit(stream.CommitEvent[int64]{})
+		case detach:
+			detaches[s.stream]()
+		}
+		v := values(t, c)
+		got := [3]float64{v[`connected{name="pods"}`], v[`streams{name="pods"}`], v[`events_total{name="pods"}`]}
+		if got != s.want {
+			t.Errorf("%s: connected, streams, events = %v, want %v", s.name, got, s.want)
 		}
 	}
-	detachA()
+	detaches["a"]()
 	if n := testutil.CollectAndCount(c); n != 0 {
 		t.Errorf("CollectAndCount() after the last detach = %d, want 0", n)
 	}
@@ -291,7 +312,7 @@ func TestManyShortLivedStreams(t *testing.T) {
 	for _, d := range detaches {
 		d()
 	}
-	// 13 series per name: 11 gauges and counters (failures has 3), and one histogram.
+	// 14 series per name: 10 counters (failures has 3), 3 gauges and a histogram.
 	if n := testutil.CollectAndCount(c); n != 14 {
 		t.Errorf("CollectAndCount() = %d, want 14 (the long-lived stream's series only)", n)
 	}
