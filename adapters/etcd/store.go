@@ -1,0 +1,146 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// Store is a [cursor.Store] that keeps one stream's cursor in one etcd key,
+// encoded by a [cursor.Codec]. Make one with [NewStore], or with
+// [NewOwnerStore] for a stream run by a [Group]. It is safe for concurrent
+// use.
+//
+// Save is a compare-and-set: a transaction that writes the key only if it
+// has not been written since this Store read it (Load) or wrote it (Save),
+// and only if every fence condition ([WithFence]) holds. A Save whose fence
+// failed returns an error matching [ErrNotOwner]; one that found the key
+// changed returns an error matching [ErrCursorChanged]. Both are marked
+// [errclass.Permanent], and both leave the key as it was. A Save that fails
+// any other way (etcd unreachable, no leader) is retried by a stream, and
+// also leaves the key as it was or writes it whole: a transaction is all or
+// nothing.
+type Store[C any] struct {
+	kv      clientv3.KV
+	key     string
+	codec   cursor.Codec[C]
+	initial C
+	fence   []clientv3.Cmp
+
+	mu     sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
+	modRev int64      // the key's mod revision as last read or written; 0: absent
+	known  bool       // modRev was read or written
+}
+
+var _ cursor.Store[int] = (*Store[int])(nil)
+
+// StoreOption configures [NewStore].
+type StoreOption interface {
+	applyStore(*storeConfig)
+}
+
+type storeConfig struct {
+	fence []clientv3.Cmp
+}
+
+type storeOptionFunc func(*storeConfig)
+
+func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
+
+// WithFence makes every Save conditional on cmps, in the same transaction as
+// the write: a Save whose condition fails writes nothing and returns an
+// error matching [ErrNotOwner]. [Owner.Fence] is the condition that the
+// process still owns its stream.
+func WithFence(cmps ...clientv3.Cmp) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) { c.fence = append(c.fence, cmps...) })
+}
+
+// NewStore returns a Store that keeps its cursor at key through kv (a
+// *clientv3.Client, or its KV). Load returns initial while the key does not
+// exist. It returns an error matching [ErrInvalid] for a nil kv or codec or
+// an empty key.
+func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
+	switch {
+	case kv == nil:
+		return nil, fmt.Errorf("%w: NewStore: the KV is nil", ErrInvalid)
+	case codec == nil:
+		return nil, fmt.Errorf("%w: NewStore: the codec is nil", ErrInvalid)
+	case key == "":
+		return nil, fmt.Errorf("%w: NewStore: the key is empty", ErrInvalid)
+	}
+	var cfg storeConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyStore(&cfg)
+		}
+	}
+	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence}, nil
+}
+
+// Key returns the key the Store keeps its cursor at.
+func (s *Store[C]) Key() string { return s.key }
+
+// Load reads the cursor: the initial one when the key does not exist. A value
+// the codec cannot decode gives an error matching [ErrCorrupt]. The read is
+// linearizable: it sees every Save that returned before it started.
+func (s *Store[C]) Load(ctx context.Context) (C, error) {
+	var zero C
+	resp, err := s.kv.Get(ctx, s.key)
+	if err != nil {
+		return zero, fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err)
+	}
+	c := s.initial
+	var modRev int64
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		if c, err = s.codec.Decode(kv.Value); err != nil {
+			return zero, errclass.Permanent(fmt.Errorf("%w: %q at revision %d: %w", ErrCorrupt, s.key, kv.ModRevision, err))
+		}
+		modRev = kv.ModRevision
+	}
+	s.mu.Lock()
+	s.modRev, s.known = modRev, true
+	s.mu.Unlock()
+	return c, nil
+}
+
+// Save writes c, fenced and compared as the type's documentation says. A
+// Save before any Load only checks the fence.
+func (s *Store[C]) Save(ctx context.Context, c C) error {
+	data, err := s.codec.Encode(c)
+	if err != nil {
+		return errclass.Permanent(fmt.Errorf("etcd: encoding the cursor for %q: %w", s.key, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmps := s.fence
+	if s.known {
+		cmps = append(cmps[:len(cmps):len(cmps)], clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev))
+	}
+	resp, err := s.kv.Txn(ctx).If(cmps...).
+		Then(clientv3.OpPut(s.key, string(data))).
+		Else(clientv3.OpGet(s.key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
+	}
+	if resp.Succeeded {
+		s.modRev, s.known = resp.Header.Revision, true
+		return nil
+	}
+	// The Else branch read the key: tell a changed key from a failed fence.
+	var now int64
+	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+		now = r.Kvs[0].ModRevision
+	}
+	if s.known && now != s.modRev {
+		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
+			ErrCursorChanged, s.key, now, s.modRev))
+	}
+	return errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
+}
