@@ -327,6 +327,7 @@ func (g *Group) stream(ctx context.Context, s *session, view *members, name stri
 			o := &Owner{stream: name, key: election.Key(), rev: election.Rev(), s: s, g: g}
 			log.Info("owner", zap.Int64("election_revision", o.rev))
 			failed = run(tctx, o)
+			o.ended.Store(true)
 			if tctx.Err() == nil {
 				log.Warn("stream run returned; starting it again", zap.Error(failed))
 				if failed == nil {
@@ -389,6 +390,7 @@ type Owner struct {
 	rev    int64  // its create revision
 	s      *session
 	g      *Group
+	ended  atomic.Bool // the run returned: this ownership is over
 }
 
 // Stream returns the stream's name.
@@ -411,9 +413,13 @@ func (o *Owner) Fence() clientv3.Cmp {
 // process's own clock, which is at once in the usual case. Otherwise (the
 // process was paused, or etcd did not answer for a while) it asks etcd and
 // waits: nil once the lease is confirmed, an error matching [ErrNotOwner]
-// (marked [errclass.Permanent]) once it is known to be gone, or ctx's error.
-// It allocates nothing when it returns nil at once.
+// (marked [errclass.Permanent]) once it is known to be gone or once the
+// run this Owner was given has returned, or ctx's error. It allocates
+// nothing when it returns nil at once.
 func (o *Owner) Check(ctx context.Context) error {
+	if o.ended.Load() {
+		return errclass.Permanent(fmt.Errorf("etcd: stream %q: %w: the ownership ended", o.stream, ErrNotOwner))
+	}
 	if o.s.valid() {
 		return nil
 	}

@@ -132,7 +132,7 @@ func (m *members) picked(stream string) (bool, <-chan struct{}) {
 // await waits until self should run stream (want true) or should not (want
 // false). It reports false when ctx ended first.
 func (m *members) await(ctx context.Context, stream string, want bool) bool {
-	for {
+	for ctx.Err() == nil {
 		ok, changed := m.picked(stream)
 		if ok == want {
 			return true
@@ -140,7 +140,7 @@ func (m *members) await(ctx context.Context, stream string, want bool) bool {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return false
 		}
 	}
+	return false
 }

@@ -90,9 +90,14 @@ func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration,
 // id returns the lease ID.
 func (s *session) id() clientv3.LeaseID { return s.cs.Lease() }
 
-// valid reports whether the lease cannot have expired yet. It allocates
-// nothing.
+// valid reports whether the lease is not known lost and cannot have
+// expired yet. It allocates nothing.
 func (s *session) valid() bool {
+	select {
+	case <-s.lost:
+		return false
+	default:
+	}
 	return int64(time.Since(s.start)) < s.deadline.Load()
 }
 
@@ -101,6 +106,11 @@ func (s *session) valid() bool {
 // error.
 func (s *session) check(ctx context.Context) error {
 	for !s.valid() {
+		select {
+		case <-s.lost:
+			return s.lostWhy
+		default:
+		}
 		s.mu.Lock()
 		refreshed := s.refreshed
 		s.mu.Unlock()
@@ -116,12 +126,7 @@ func (s *session) check(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	select {
-	case <-s.lost:
-		return s.lostWhy
-	default:
-		return nil
-	}
+	return nil
 }
 
 // track refreshes the deadline every quarter TTL, and at once when check
@@ -193,6 +198,7 @@ func (s *session) close() error {
 	s.stop()
 	<-s.done
 	err := s.cs.Close()
+	s.markLost(errors.New("the member left the group"))
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		err = nil
 	}
