@@ -1,5 +1,3 @@
-//go:build newcore
-
 package etcd
 
 import (
