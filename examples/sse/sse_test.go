@@ -368,8 +368,8 @@ func TestSourceConnectionEnds(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Recv() = %v, want %v", err, tt.wantErr)
 			}
-			if after, _ := errclass.RetryAfterOf(err); after != tt.wantAfter {
-				t.Errorf("RetryAfterOf(%v) = %v, want %v", err, after, tt.wantAfter)
+			if after := errclass.Markers().Classify(err).After; after != tt.wantAfter {
+				t.Errorf("Markers().Classify(%v).After = %v, want %v", err, after, tt.wantAfter)
 			}
 			if got, want := errclass.Default().Classify(err), (errclass.Decision{Action: errclass.Retry, After: tt.wantAfter}); got != want {
 				t.Errorf("Default().Classify(%v) = %v, want %v", err, got, want)
