@@ -135,7 +135,7 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	if cfg.policy == nil {
 		cfg.policy = backoff.Exponential(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxInterval(5*time.Second))
 	}
-	if v, ok := cfg.policy.(backoff.Validator); ok {
+	if v, ok := cfg.policy.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
 			cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithGroupBackoff: %w", ErrInvalid, err))
 		}
