@@ -2,8 +2,10 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -31,6 +33,7 @@ type Store[C any] struct {
 	codec   cursor.Codec[C]
 	initial C
 	fence   []clientv3.Cmp
+	timeout time.Duration
 
 	mu     sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
 	modRev int64      // the key's mod revision as last read or written; 0: absent
@@ -45,7 +48,9 @@ type StoreOption interface {
 }
 
 type storeConfig struct {
-	fence []clientv3.Cmp
+	fence   []clientv3.Cmp
+	timeout time.Duration
+	errs    []error
 }
 
 type storeOptionFunc func(*storeConfig)
@@ -58,6 +63,22 @@ func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
 // process still owns its stream.
 func WithFence(cmps ...clientv3.Cmp) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) { c.fence = append(c.fence, cmps...) })
+}
+
+// WithTimeout bounds each Load and Save by d, on top of its context. The
+// etcd client waits for a connection as long as the context allows, so
+// without a timeout a Save during a network partition waits for the
+// partition to heal; with one it fails, and a stream retries it (and
+// reopens after its committed cursor). Default: no timeout. A negative d
+// makes NewStore fail.
+func WithTimeout(d time.Duration) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithTimeout(%v): the timeout must not be negative", ErrInvalid, d))
+			return
+		}
+		c.timeout = d
+	})
 }
 
 // NewStore returns a Store that keeps its cursor at key through kv (a
@@ -79,17 +100,30 @@ func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial 
 			o.applyStore(&cfg)
 		}
 	}
-	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence}, nil
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
 }
 
 // Key returns the key the Store keeps its cursor at.
 func (s *Store[C]) Key() string { return s.key }
+
+// bound applies the Store's timeout to ctx.
+func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
 
 // Load reads the cursor: the initial one when the key does not exist. A value
 // the codec cannot decode gives an error matching [ErrCorrupt]. The read is
 // linearizable: it sees every Save that returned before it started.
 func (s *Store[C]) Load(ctx context.Context) (C, error) {
 	var zero C
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	resp, err := s.kv.Get(ctx, s.key)
 	if err != nil {
 		return zero, fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err)
@@ -118,6 +152,8 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	cmps := s.fence
 	if s.known {
 		cmps = append(cmps[:len(cmps):len(cmps)], clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev))
