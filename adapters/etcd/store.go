@@ -154,29 +154,30 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 	defer s.mu.Unlock()
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	cmps := s.fence
+	// The fence guards a compare-and-set of the key: a failed fence shows
+	// as the outer transaction failing, a changed key as the inner one.
+	put := clientv3.OpPut(s.key, string(data))
 	if s.known {
-		cmps = append(cmps[:len(cmps):len(cmps)], clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev))
+		put = clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev)},
+			[]clientv3.Op{put},
+			[]clientv3.Op{clientv3.OpGet(s.key, clientv3.WithKeysOnly())})
 	}
-	resp, err := s.kv.Txn(ctx).If(cmps...).
-		Then(clientv3.OpPut(s.key, string(data))).
-		Else(clientv3.OpGet(s.key, clientv3.WithKeysOnly())).
-		Commit()
+	resp, err := s.kv.Txn(ctx).If(s.fence...).Then(put).Commit()
 	if err != nil {
 		return fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
 	}
-	if resp.Succeeded {
-		s.modRev, s.known = resp.Header.Revision, true
-		return nil
+	if !resp.Succeeded {
+		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
 	}
-	// The Else branch read the key: tell a changed key from a failed fence.
-	var now int64
-	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
-		now = r.Kvs[0].ModRevision
-	}
-	if s.known && now != s.modRev {
+	if inner := resp.Responses[0].GetResponseTxn(); inner != nil && !inner.Succeeded {
+		var now int64
+		if r := inner.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+			now = r.Kvs[0].ModRevision
+		}
 		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
 			ErrCursorChanged, s.key, now, s.modRev))
 	}
-	return errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
+	s.modRev, s.known = resp.Header.Revision, true
+	return nil
 }

@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -90,6 +91,10 @@ func TestStoreFence(t *testing.T) {
 	if _, err := c.Delete(ctx, p+"owner"); err != nil {
 		t.Fatalf("Delete() = %v", err)
 	}
+	// A successor writes the cursor: the refusal still names the fence.
+	if err := newStore(t, c, p+"cursor").Save(ctx, etcd.Cursor{Revision: 20}); err != nil {
+		t.Fatalf("successor's Save() = %v", err)
+	}
 	err = s.Save(ctx, etcd.Cursor{Revision: 11})
 	if !errors.Is(err, etcd.ErrNotOwner) {
 		t.Fatalf("Save() after the fence failed = %v, want %v", err, etcd.ErrNotOwner)
@@ -97,8 +102,8 @@ func TestStoreFence(t *testing.T) {
 	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want fail", err, d)
 	}
-	if got, _ := newStore(t, c, p+"cursor").Load(ctx); got != (etcd.Cursor{Revision: 10}) {
-		t.Errorf("cursor after a refused Save = %v, want %v", got, etcd.Cursor{Revision: 10})
+	if got, _ := newStore(t, c, p+"cursor").Load(ctx); got != (etcd.Cursor{Revision: 20}) {
+		t.Errorf("cursor after a refused Save = %v, want the successor's %v", got, etcd.Cursor{Revision: 20})
 	}
 }
 
@@ -135,14 +140,16 @@ func TestNewStoreInvalid(t *testing.T) {
 		kv    clientv3.KV
 		key   string
 		codec cursor.Codec[etcd.Cursor]
+		opts  []etcd.StoreOption
 	}{
 		{name: "nil kv", kv: nil, key: "k", codec: etcd.CursorCodec()},
 		{name: "empty key", kv: c, key: "", codec: etcd.CursorCodec()},
 		{name: "nil codec", kv: c, key: "k", codec: nil},
+		{name: "negative timeout", kv: c, key: "k", codec: etcd.CursorCodec(), opts: []etcd.StoreOption{etcd.WithTimeout(-time.Second)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}); !errors.Is(err, etcd.ErrInvalid) {
+			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}, tt.opts...); !errors.Is(err, etcd.ErrInvalid) {
 				t.Errorf("NewStore() = %v, want %v", err, etcd.ErrInvalid)
 			}
 		})

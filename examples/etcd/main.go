@@ -8,8 +8,11 @@
 //
 //	handled NAME KEY MOD_REVISION
 //
-// Ownership changes go to stderr ("owner NAME", "released NAME", "lost
-// NAME: ERROR", "resync NAME at revision N"). On SIGTERM or SIGINT a worker
+// Ownership changes go to stderr: "owner NAME" (this worker runs it now),
+// "released NAME" (handed off), "lost NAME: ERROR" (its lease ran out; the
+// error says whether a Save was refused), "failed NAME: ERROR" (the run
+// failed; it starts again after a delay), "resync NAME at revision N" (the
+// cursor was compacted away; the keys as of N follow). On SIGTERM or SIGINT a worker
 // saves each stream's cursor, gives its streams up at once (it revokes its
 // lease), and exits with status 0.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,14 +46,20 @@ func work(ctx context.Context, client *clientv3.Client, cfg config, out *lines, 
 			}
 			return nil
 		}))
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		switch {
+		case errors.Is(err, etcd.ErrNotOwner), errors.Is(err, etcd.ErrCursorChanged):
+			st.printf("lost %s: %v", name, oneLine(err))
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			st.printf("released %s", name)
-		} else {
-			st.printf("lost %s: %v", name, err)
+		default:
+			st.printf("failed %s: %v", name, oneLine(err))
 		}
 		return err
 	})
 }
+
+// oneLine joins the lines of a joined error's message.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // lines writes the "handled" lines, one write per line, so that lines of
 // concurrent streams never mix and each reaches the output at once.
