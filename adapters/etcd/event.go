@@ -2,8 +2,11 @@ package etcd
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/cursor"
 )
@@ -181,4 +184,14 @@ func (c Cursor) validate() error {
 		return fmt.Errorf("%w: cursor {revision %d, index %d}: both must be at least 0", ErrInvalid, c.Revision, c.Index)
 	}
 	return nil
+}
+
+// Now returns the cursor of the current revision of the etcd behind kv: a
+// stream resuming after it delivers only the changes made from now on.
+func Now(ctx context.Context, kv clientv3.KV) (Cursor, error) {
+	resp, err := kv.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return Cursor{}, fmt.Errorf("etcd: reading the current revision: %w", err)
+	}
+	return Cursor{Revision: resp.Header.Revision}, nil
 }

@@ -15,7 +15,7 @@ func Score(member, stream string) uint64 {
 	for i := 0; i < len(member); i++ {
 		h = (h ^ uint64(member[i])) * prime
 	}
-	h = (h ^ 0) * prime
+	h *= prime // the zero byte between the names
 	for i := 0; i < len(stream); i++ {
 		h = (h ^ uint64(stream[i])) * prime
 	}
