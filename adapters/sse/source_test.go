@@ -202,16 +202,16 @@ func TestOpenFollowsRedirects(t *testing.T) {
 func TestOpenBadSettings(t *testing.T) {
 	tests := []struct {
 		name   string
-		src    sse.Source
+		src    *sse.Source
 		after  string
 		target error
 		text   string
 	}{
-		{name: "negative MaxEventSize", src: sse.Source{MaxEventSize: -1}, text: "sse: MaxEventSize -1 is negative"},
-		{name: "Client with a Timeout", src: sse.Source{Client: &http.Client{Timeout: time.Minute}}, text: "sse: the Client's Timeout is 1m0s; it would cut every stream"},
-		{name: "cursor with a control character", after: "a\x01b", target: sse.ErrUnsendableID, text: `sse: event id cannot be sent back in a Last-Event-ID header: id "a\x01b" has byte 0x01 at 1`},
-		{name: "cursor with DEL", after: "\x7f", target: sse.ErrUnsendableID},
-		{name: "bad URL", src: sse.Source{URL: "http://a b/"}, text: "sse: parse"},
+		{name: "negative MaxEventSize", src: &sse.Source{MaxEventSize: -1}, text: "sse: MaxEventSize -1 is negative"},
+		{name: "Client with a Timeout", src: &sse.Source{Client: &http.Client{Timeout: time.Minute}}, text: "sse: the Client's Timeout is 1m0s; it would cut every stream"},
+		{name: "cursor with a control character", src: &sse.Source{}, after: "a\x01b", target: sse.ErrUnsendableID, text: `sse: event id cannot be sent back in a Last-Event-ID header: id "a\x01b" has byte 0x01 at 1`},
+		{name: "cursor with DEL", src: &sse.Source{}, after: "\x7f", target: sse.ErrUnsendableID},
+		{name: "bad URL", src: &sse.Source{URL: "http://a b/"}, text: "sse: parse"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
