@@ -72,25 +72,30 @@ func IsResyncMarker(ev watch.Event) bool {
 
 // resyncFunc adapts f to the Resumer: it prepends the marker to the replay.
 func (rw *RetryWatcher) resyncFunc(f ResyncFunc) stream.ResyncFunc[watch.Event, string] {
-	return func(ctx context.Context, _ error) (string, []watch.Event, error) {
+	return func(ctx context.Context, _ error, emit func(watch.Event) error) (string, error) {
 		rv, replay, err := f(ctx)
 		if err != nil {
-			return "", nil, err
+			return "", err
 		}
 		if rv == "" || rv == "0" {
-			return "", nil, errclass.Permanent(fmt.Errorf("k8s: the ResyncFunc returned resource version %q; it must return the resource version of its list, which the watch continues from", rv))
+			return "", errclass.Permanent(fmt.Errorf("k8s: the ResyncFunc returned resource version %q; it must return the resource version of its list, which the watch continues from", rv))
 		}
 		typ := rw.rs.lastType
 		if len(replay) > 0 && replay[0].Object != nil {
 			typ = reflect.TypeOf(replay[0].Object)
 		}
-		events := make([]watch.Event, 0, len(replay)+1)
-		events = append(events, watch.Event{Type: watch.Bookmark, Object: newMarker(typ, rv)})
-		events = append(events, replay...)
+		if err := emit(watch.Event{Type: watch.Bookmark, Object: newMarker(typ, rv)}); err != nil {
+			return "", err
+		}
+		for _, ev := range replay {
+			if err := emit(ev); err != nil {
+				return "", err
+			}
+		}
 		if n := len(replay); n > 0 && replay[n-1].Object != nil {
 			rw.rs.lastType = reflect.TypeOf(replay[n-1].Object)
 		}
-		return rv, events, nil
+		return rv, nil
 	}
 }
 
