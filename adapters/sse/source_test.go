@@ -424,17 +424,6 @@ func TestCloseUnblocksRecv(t *testing.T) {
 	}
 }
 
-// TestOpenErrorBodyNeverSent: a server that sends an error status and then
-// no body cannot hold Open.
-func TestOpenErrorBodyNeverSent(t *testing.T) {
-	src := hangingServer(t, 503)
-	_, err := src.Open(context.Background(), "")
-	var serr *sse.StatusError
-	if !errors.As(err, &serr) || serr.Code != 503 {
-		t.Errorf("Open() = %v, want a *StatusError with code 503", err)
-	}
-}
-
 func TestOpenCancelled(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer ts.Close()

@@ -70,6 +70,7 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 
 	src := &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
 	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""),
+		stream.WithIdleTimeout(time.Second), // heartbeats (comment lines) count as activity
 		stream.WithBackoff(backoff.Exponential(
 			backoff.WithInitialInterval(10*time.Millisecond),
 			backoff.WithMultiplier(2),

@@ -42,9 +42,6 @@ func firehose(size int) *httptest.Server {
 	}))
 }
 
-// errEnough ends a client's loop after b.N events.
-var errEnough = errors.New("interop: enough events")
-
 func BenchmarkClients(b *testing.B) {
 	clients := []struct {
 		name string
@@ -95,11 +92,11 @@ func readResumer(b *testing.B, ts *httptest.Server) {
 	b.ResetTimer()
 	err = r.Run(context.Background(), func(context.Context, sse.Event) error {
 		if n++; n == b.N {
-			return errEnough
+			return stream.ErrStop
 		}
 		return nil
 	})
-	if !errors.Is(err, errEnough) {
+	if err != nil {
 		b.Fatal(err)
 	}
 }

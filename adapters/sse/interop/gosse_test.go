@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -15,9 +14,6 @@ import (
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
-
-// errAll ends a test's Run once every event arrived.
-var errAll = errors.New("interop: every event arrived")
 
 // TestGoSSEServer runs the Source against tmaxmax/go-sse's server (Joe with
 // a FiniteReplayer, which replays the events after Last-Event-ID) while the
@@ -82,12 +78,12 @@ func TestGoSSEServer(t *testing.T) {
 					return fmt.Errorf("event %+v arrived, want %+v", ev, want)
 				}
 				if next++; next > total {
-					return errAll
+					return stream.ErrStop
 				}
 				return nil
 			})
-			if !errors.Is(err, errAll) {
-				t.Errorf("Run() = %v after %d events, want %v", err, next-1, errAll)
+			if err != nil || next <= total {
+				t.Errorf("Run() = %v after %d events, want nil after %d", err, next-1, total)
 			}
 			if err := <-published; err != nil {
 				t.Errorf("Publish() = %v", err)

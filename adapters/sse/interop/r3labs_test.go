@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -53,12 +52,12 @@ func r3labsRun(t *testing.T, seed uint64, total int, newResumer func(src *sse.So
 			return fmt.Errorf("event %+v arrived", ev)
 		}
 		if seen = append(seen, n); n == total-1 {
-			return errAll
+			return stream.ErrStop
 		}
 		return nil
 	})
-	if !errors.Is(err, errAll) {
-		t.Fatalf("Run() = %v after %d events, want %v", err, len(seen), errAll)
+	if err != nil || len(seen) == 0 || seen[len(seen)-1] != total-1 {
+		t.Fatalf("Run() = %v after %d events, want nil after event %d", err, len(seen), total-1)
 	}
 	return seen
 }
