@@ -9,8 +9,8 @@
 // Each Open is a GET that sends the committed cursor as Last-Event-ID; the
 // Resumer reconnects after every end of a connection, waits as the server
 // and the backoff policy say, and hands every event to the handler at least
-// once and in order. The package uses the standard library only and starts
-// no goroutine.
+// once and in order. The package uses the standard library only; no
+// goroutine of its own outlives the call that started it.
 //
 // # Parsing
 //
