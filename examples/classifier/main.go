@@ -72,7 +72,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 
 	api := newServer(*items, *seed)
 	srv := httptest.NewServer(api.routes()) // on a loopback port
-	defer srv.Close()                        // also closes the client's idle connections
+	defer srv.Close()                       // also closes the client's idle connections
 	base, httpc := srv.URL, srv.Client()
 	tokens := &Tokens{url: base + "/v1/token", secret: "demo-secret", client: httpc}
 	client := &API{base: base, client: httpc, tokens: tokens}

@@ -66,7 +66,7 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 
 	pub := &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
 	srv := httptest.NewServer(pub) // on a loopback port
-	defer srv.Close()               // also closes the client's idle connections
+	defer srv.Close()              // also closes the client's idle connections
 
 	src := &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
 	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""),
