@@ -32,7 +32,7 @@ func BenchmarkRecvLoopback(b *testing.B) {
 		b.Run(fmt.Sprintf("data=%dB", size), func(b *testing.B) {
 			var sb strings.Builder
 			for i := 1; i <= 100; i++ {
-				fmt.Fprintf(&sb, "id: %d\nevent: tick\ndata: %s\n\n", i, strings.Repeat("x", size))
+				fmt.Fprintf(&sb, "id: %d\nevent: tick\ndata: %s\n\n", 1000000+i, strings.Repeat("x", size))
 			}
 			ts := httptest.NewServer(firehose(sb.String()))
 			defer ts.Close()

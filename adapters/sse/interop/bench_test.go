@@ -29,7 +29,7 @@ import (
 func firehose(size int) *httptest.Server {
 	var b strings.Builder
 	for i := 1; i <= 100; i++ {
-		fmt.Fprintf(&b, "id: %d\nevent: tick\ndata: %s\n\n", i, strings.Repeat("x", size))
+		fmt.Fprintf(&b, "id: %d\nevent: tick\ndata: %s\n\n", 1000000+i, strings.Repeat("x", size))
 	}
 	block := b.String()
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
