@@ -28,6 +28,35 @@ var ErrCorrupt = errors.New("cursor: corrupt cursor file")
 // neither a regular file nor a directory (a device, a pipe, a socket).
 var errNotRegular = errors.New("not a regular file")
 
+// linkError is the cause of a FileError for a path that is a symbolic link
+// that leads nowhere: its target does not exist (Err matches
+// fs.ErrNotExist), or the links form a loop.
+type linkError struct {
+	Target string // what the link holds, as os.Readlink returns it
+	Err    error  // why the target cannot be reached
+}
+
+func (e *linkError) Error() string {
+	return "symbolic link to " + e.Target + ": " + e.Err.Error()
+}
+
+func (e *linkError) Unwrap() error { return e.Err }
+
+// linkCause returns err, the error of a call that followed path, or a
+// *linkError naming the target of path when path is a symbolic link.
+func linkCause(path string, err error) error {
+	target, lerr := os.Readlink(path)
+	if lerr != nil {
+		return err
+	}
+	cause := err
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		cause = pe.Err // the path is in the FileError already
+	}
+	return &linkError{Target: target, Err: cause}
+}
+
 // FileError is the error [NewFile], [File.Load] and [File.Save] return for
 // a problem with the cursor file: it names the file, the operation and the
 // cause, which stays reachable with errors.Is and errors.As (a
@@ -133,8 +162,19 @@ var permanentCauses = []error{
 // documentation for one owner per stream).
 //
 // The file is created with mode 0644, or keeps the permission bits it had
-// when NewFile was called. If the path is a symbolic link, Load reads
-// through it but Save replaces the link with a regular file.
+// when NewFile was called.
+//
+// Symbolic links: if the path is a symbolic link, Load reads the file it
+// leads to, and Save replaces that file, atomically and durably as above,
+// and keeps the link: the temporary file is made in the target's directory
+// (named after the target) and renamed over the target. Save follows the
+// link anew each time, so a link switched to another file is honoured. A
+// link whose target does not exist is not a first run but an error naming
+// the link and its target, from NewFile, Load and Save alike (the error is
+// permanent and matches [io/fs.ErrNotExist]): a link into a volume that
+// failed to mount never restarts a stream from the initial cursor. To keep
+// the cursor on another volume, linking the directory also works; then a
+// missing file in an existing directory is a first run, as anywhere.
 type File[C any] struct {
 	path    string
 	dir     string
@@ -150,8 +190,9 @@ type File[C any] struct {
 // codec. Load returns initial until a cursor was saved there.
 //
 // NewFile fails when path is empty, codec is nil, the directory of path
-// does not exist or is not a directory, or path is a directory or another
-// non-regular file; its errors other than for an empty path or a nil codec
+// does not exist or is not a directory, path is a directory or another
+// non-regular file, or path is a symbolic link whose target does not exist
+// (see [File]); its errors other than for an empty path or a nil codec
 // are [*FileError] values with Op "new". It does not create directories,
 // and does not read the file: a corrupt file makes the first Load fail. A
 // relative path is made absolute at once, so a later change of working
@@ -186,9 +227,11 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 			return nil, &FileError{Path: abs, Op: "new", Err: err}
 		}
 		mode = fi.Mode().Perm()
-	case errors.Is(err, fs.ErrNotExist):
 	default:
-		return nil, &FileError{Path: abs, Op: "new", Err: err}
+		err = linkCause(abs, err)
+		if _, dangling := err.(*linkError); dangling || !errors.Is(err, fs.ErrNotExist) {
+			return nil, &FileError{Path: abs, Op: "new", Err: err}
+		}
 	}
 	return &File[C]{
 		path:    abs,
@@ -218,8 +261,9 @@ func (f *File[C]) Path() string { return f.path }
 // does not exist (but its directory does). It returns ctx's error if ctx is
 // already done, and otherwise a [*FileError]: one that matches
 // [ErrCorrupt] when the file holds no cursor, one with Op "load" when it
-// cannot be read or its directory is gone. Load never falls back to the
-// initial cursor because of an error.
+// cannot be read, its directory is gone, or the path is a symbolic link
+// whose target does not exist. Load never falls back to the initial cursor
+// because of an error.
 //
 // A missing file means a first run. Make sure path is on the volume you
 // mean: the empty mount point of a volume that failed to mount looks like a
@@ -255,10 +299,11 @@ func (f *File[C]) Load(ctx context.Context) (C, error) {
 // *FileError.
 func (f *File[C]) read() (data []byte, exists bool, err error) {
 	fh, err := os.Open(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
 	if err != nil {
+		err = linkCause(f.path, err)
+		if _, dangling := err.(*linkError); !dangling && errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
 		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	defer fh.Close()
@@ -314,10 +359,35 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 	return nil
 }
 
-// write replaces the file with data through a synced temporary file, and
-// syncs the directory.
+// target returns the file Save replaces, its directory and the pattern of
+// its temporary file: the path itself, or the regular file its symbolic
+// links lead to now.
+func (f *File[C]) target() (path, dir, pattern string, err error) {
+	fi, err := os.Lstat(f.path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return f.path, f.dir, f.pattern, nil // not a link: write reports any problem
+	}
+	fi, err = os.Stat(f.path)
+	if err != nil {
+		return "", "", "", linkCause(f.path, err)
+	}
+	if err := checkRegular(f.path, fi); err != nil {
+		return "", "", "", err
+	}
+	if path, err = filepath.EvalSymlinks(f.path); err != nil {
+		return "", "", "", err
+	}
+	return path, filepath.Dir(path), "." + filepath.Base(path) + ".*.tmp", nil
+}
+
+// write replaces the file (the target of the path, for a symbolic link)
+// with data through a synced temporary file, and syncs the directory.
 func (f *File[C]) write(data []byte) (err error) {
-	tmp, err := os.CreateTemp(f.dir, f.pattern)
+	path, dir, pattern, err := f.target()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return err
 	}
@@ -342,11 +412,11 @@ func (f *File[C]) write(data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), f.path); err != nil {
+	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
 	renamed = true
-	return syncDir(f.dir)
+	return syncDir(dir)
 }
 
 // syncDir makes a rename in dir durable. Windows cannot sync a directory;
