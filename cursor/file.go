@@ -102,10 +102,13 @@ func (e *FileError) Is(target error) bool {
 }
 
 // Permanent reports whether retrying the operation cannot help until
-// something outside the program changes: the file is corrupt, the cursor
-// cannot be encoded, or the cause is a missing or wrong-kind path, a name
-// too long, or a denied permission. It reports false for other causes
-// (an I/O error, a full disk, too many open files), which may clear up.
+// something outside the program changes, such as an operator: the file is
+// corrupt, the cursor cannot be encoded, or the cause is a missing or
+// wrong-kind path, a symbolic link to nothing or a loop of links, a name
+// too long, a denied permission, or a read-only file system. It reports
+// false for other causes, which may clear up by themselves: an I/O error,
+// a full disk or an exceeded quota (another program may free space), too
+// many open files.
 //
 // An error classifier can honour it through the optional interface
 // interface{ Permanent() bool } without importing this package.
@@ -119,20 +122,25 @@ func (e *FileError) Permanent() bool {
 			return true
 		}
 	}
+	for _, target := range platformPermanentCauses {
+		if errors.Is(e.Err, target) {
+			return true
+		}
+	}
 	return false
 }
 
 // permanentCauses are the causes of a "load" or "save" FileError that
-// retrying cannot fix.
+// retrying cannot fix, on every platform; platformPermanentCauses adds
+// those of the platform.
 var permanentCauses = []error{
 	fs.ErrPermission, // EACCES, EPERM
-	fs.ErrNotExist,   // the directory was removed
+	fs.ErrNotExist,   // the directory was removed, or a link leads nowhere
 	errNotRegular,
 	syscall.ENOTDIR,
 	syscall.EISDIR,
 	syscall.EEXIST, // os.Rename onto a directory
 	syscall.ENAMETOOLONG,
-	// EROFS and ELOOP would belong here too, but plan9 lacks them.
 }
 
 // File is a [Store] that keeps the cursor in a file, encoded by a [Codec].

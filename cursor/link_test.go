@@ -176,3 +176,37 @@ func TestFileSaveThroughLinkToDevice(t *testing.T) {
 		t.Errorf("Stat(%s) = %v, %v, want a device", os.DevNull, fi, err)
 	}
 }
+
+// TestFileLinkLoop checks that a symbolic link loop is a permanent error,
+// at NewFile and when it appears later.
+func TestFileLinkLoop(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cursor")
+	loop := filepath.Join(dir, "loop")
+	symlink(t, loop, path)
+	symlink(t, path, loop)
+	_, err := cursor.NewFile(path, int64(0), cursor.Int64())
+	if err == nil {
+		t.Fatalf("NewFile() on a link loop = nil error, want one")
+	}
+	if diff := cmp.Diff(fileErr{Op: "new", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
+		t.Errorf("NewFile() error %v mismatch (-want +got):\n%s", err, diff)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	f := mustNewFile(t, path, int64(0), cursor.Int64())
+	symlink(t, loop, path)
+	if _, err := f.Load(context.Background()); err == nil {
+		t.Errorf("Load() on a link loop = nil error, want one")
+	} else if diff := cmp.Diff(fileErr{Op: "load", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
+		t.Errorf("Load() error %v mismatch (-want +got):\n%s", err, diff)
+	}
+	if err := f.Save(context.Background(), 1); err == nil {
+		t.Errorf("Save(1) on a link loop = nil error, want one")
+	} else if diff := cmp.Diff(fileErr{Op: "save", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
+		t.Errorf("Save(1) error %v mismatch (-want +got):\n%s", err, diff)
+	}
+	checkLink(t, path, loop)
+}

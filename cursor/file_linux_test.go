@@ -1,0 +1,76 @@
+package cursor_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/resumable-go/resumable/cursor"
+)
+
+// readOnlyDirEnv tells TestFileReadOnlyFileSystemChild, run by
+// TestFileReadOnlyFileSystem in a child process with its own mount
+// namespace, the directory to mount a file system on.
+const readOnlyDirEnv = "CURSOR_READONLY_CHILD_DIR"
+
+// TestFileReadOnlyFileSystem checks that a Save on a file system mounted
+// read-only fails with a permanent error. Mounting needs a mount namespace
+// of its own (root, or CAP_SYS_ADMIN), so the test runs in a child process
+// in one; the mount disappears with the child.
+func TestFileReadOnlyFileSystem(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), os.Args[0],
+		"-test.run=^TestFileReadOnlyFileSystemChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), readOnlyDirEnv+"="+t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Skipf("no mount namespace for a read-only mount: %v", err)
+	}
+	if _, reason, ok := strings.Cut(string(out), "--- SKIP: TestFileReadOnlyFileSystemChild"); ok {
+		t.Skipf("no read-only mount: %s", strings.TrimSpace(reason))
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestFileReadOnlyFileSystemChild") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// TestFileReadOnlyFileSystemChild runs in the child process of
+// TestFileReadOnlyFileSystem: it saves a cursor on a tmpfs, remounts the
+// tmpfs read-only and saves again.
+func TestFileReadOnlyFileSystemChild(t *testing.T) {
+	dir := os.Getenv(readOnlyDirEnv)
+	if dir == "" {
+		t.Skip("run by TestFileReadOnlyFileSystem")
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	path := filepath.Join(dir, "cursor")
+	f := mustNewFile(t, path, int64(0), cursor.Int64())
+	mustSave(t, f, 1)
+	if err := syscall.Mount("", dir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Skipf("remount tmpfs read-only: %v", err)
+	}
+	err := f.Save(context.Background(), 2)
+	if err == nil {
+		t.Fatalf("Save(2) on a read-only file system = nil, want an error")
+	}
+	if diff := cmp.Diff(fileErr{Op: "save", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
+		t.Errorf("Save(2) error %v mismatch (-want +got):\n%s", err, diff)
+	}
+	if !errors.Is(err, syscall.EROFS) {
+		t.Errorf("Save(2) = %v, want an error matching EROFS", err)
+	}
+	// Reading still works.
+	if got := mustLoad(t, mustNewFile(t, path, int64(0), cursor.Int64())); got != 1 {
+		t.Errorf("Load() = %d, want 1", got)
+	}
+}
