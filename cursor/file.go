@@ -197,14 +197,14 @@ type File[C any] struct {
 // NewFile returns a [File] store that keeps its cursor at path, encoded by
 // codec. Load returns initial until a cursor was saved there.
 //
-// NewFile fails when path is empty, codec is nil, the directory of path
-// does not exist or is not a directory, path is a directory or another
-// non-regular file, or path is a symbolic link whose target does not exist
-// (see [File]); its errors other than for an empty path or a nil codec
-// are [*FileError] values with Op "new". It does not create directories,
-// and does not read the file: a corrupt file makes the first Load fail. A
-// relative path is made absolute at once, so a later change of working
-// directory does not move the file.
+// NewFile fails when path is empty, codec is nil or cannot store any value
+// of C (see [JSON]), the directory of path does not exist or is not a
+// directory, path is a directory or another non-regular file, or path is a
+// symbolic link whose target does not exist (see [File]); its errors other
+// than for an empty path or the codec are [*FileError] values with Op
+// "new". It does not create directories, and does not read the file: a
+// corrupt file makes the first Load fail. A relative path is made absolute
+// at once, so a later change of working directory does not move the file.
 //
 // The file holds at most 1 MiB: Save rejects a larger encoding and Load a
 // larger file.
@@ -214,6 +214,11 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	}
 	if codec == nil {
 		return nil, errors.New("cursor: NewFile: nil codec; pass one such as cursor.JSON, cursor.String or cursor.Int64")
+	}
+	if tc, ok := codec.(interface{ checkType() error }); ok {
+		if err := tc.checkType(); err != nil {
+			return nil, err
+		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
