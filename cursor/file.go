@@ -199,10 +199,14 @@ type File[C any] struct {
 //
 // NewFile fails when path is empty, codec is nil or cannot store any value
 // of C (see [JSON]), the directory of path does not exist or is not a
-// directory, path is a directory or another non-regular file, or path is a
-// symbolic link whose target does not exist (see [File]); its errors other
-// than for an empty path or the codec are [*FileError] values with Op
-// "new". It does not create directories, and does not read the file: a
+// directory, path is a directory or another non-regular file, path is a
+// symbolic link whose target does not exist (see [File]), or the name of
+// the file (of the link's target, for a link) is so long that the name of
+// its temporary file, 16 bytes longer, would exceed the file system's
+// limit (statfs's on Linux, 255 bytes elsewhere) or, on Linux, its path
+// would exceed PATH_MAX; its errors other than for an empty path or the
+// codec are [*FileError] values with Op "new", and a name too long matches
+// [syscall.ENAMETOOLONG]. It does not create directories, and does not read the file: a
 // corrupt file makes the first Load fail. A relative path is made absolute
 // at once, so a later change of working directory does not move the file.
 //
@@ -246,14 +250,46 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 			return nil, &FileError{Path: abs, Op: "new", Err: err}
 		}
 	}
-	return &File[C]{
+	f := &File[C]{
 		path:    abs,
 		dir:     dir,
 		pattern: "." + filepath.Base(abs) + ".*.tmp",
 		mode:    mode,
 		initial: initial,
 		codec:   codec,
-	}, nil
+	}
+	target, _, _, err := f.target()
+	if err == nil {
+		err = checkTempName(target)
+	}
+	if err != nil {
+		return nil, &FileError{Path: abs, Op: "new", Err: err}
+	}
+	return f, nil
+}
+
+// defaultNameMax is the longest file name, in bytes, of the common file
+// systems, used where the file system does not say.
+const defaultNameMax = 255
+
+// tempNameExtra is how many bytes the name of a temporary file adds to the
+// name NAME of the file it replaces: ".NAME." and ".tmp" around at most 10
+// random digits (os.CreateTemp's).
+const tempNameExtra = len("..") + 10 + len(".tmp")
+
+// checkTempName returns an error wrapping ENAMETOOLONG when the name or
+// the path of the temporary file of a Save to path would be too long for
+// the file system, so that every Save would fail.
+func checkTempName(path string) error {
+	if n, limit := len(filepath.Base(path))+tempNameExtra, nameMax(filepath.Dir(path)); n > limit {
+		return fmt.Errorf("the temporary file name of a Save would be %d bytes long, over the file system's limit of %d: %w",
+			n, limit, syscall.ENAMETOOLONG)
+	}
+	if n := len(path) + tempNameExtra; pathMax > 0 && n > pathMax {
+		return fmt.Errorf("the temporary file path of a Save would be %d bytes long, over the limit of %d: %w",
+			n, pathMax, syscall.ENAMETOOLONG)
+	}
+	return nil
 }
 
 // checkRegular returns an error unless fi describes a regular file.

@@ -74,3 +74,32 @@ func TestFileReadOnlyFileSystemChild(t *testing.T) {
 		t.Errorf("Load() = %d, want 1", got)
 	}
 }
+
+// TestNewFileLongPath checks that NewFile refuses a path so long that the
+// path of its temporary file exceeds the limit of a path in a system call,
+// PATH_MAX (4096 bytes with the final NUL).
+func TestNewFileLongPath(t *testing.T) {
+	dir := t.TempDir()
+	for len(dir) < 4096-100 {
+		dir = filepath.Join(dir, strings.Repeat("d", min(200, 4096-100-len(dir))))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Skipf("cannot make a directory of %d bytes: %v", len(dir), err)
+	}
+	refused := 0
+	for n := 4096 - len(dir) - 30; n < 4096-len(dir); n++ {
+		path := filepath.Join(dir, strings.Repeat("c", n))
+		f, err := cursor.NewFile(path, int64(0), cursor.Int64())
+		if err != nil {
+			refused++
+			if diff := cmp.Diff(fileErr{Op: "new", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
+				t.Errorf("NewFile(path of %d bytes) error %v mismatch (-want +got):\n%s", len(path), err, diff)
+			}
+			continue
+		}
+		mustSave(t, f, int64(n))
+	}
+	if refused == 0 {
+		t.Errorf("NewFile() accepted paths of up to 4095 bytes, want the longest refused")
+	}
+}
