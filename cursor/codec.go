@@ -188,8 +188,7 @@ func checkText(s string) error {
 	}
 	for i, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("cursor: string codec: control character %U at offset %d in %s; a text cursor is one line of printable text",
-				r, i, excerpt([]byte(s)))
+			return fmt.Errorf("cursor: string codec: control character %U at offset %d in %s", r, i, excerpt([]byte(s)))
 		}
 	}
 	return nil

@@ -75,12 +75,11 @@ type FileError struct {
 	Err  error  // the cause
 }
 
-// Error returns a message that names the file, what went wrong and, for a
-// corrupt file, what to do.
+// Error returns a message that names the file, the operation (or, for a
+// file that holds no cursor, the corruption) and the cause.
 func (e *FileError) Error() string {
 	if e.Op == "decode" {
-		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString() +
-			" (repair the file, or remove it to restart from the initial cursor)"
+		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString()
 	}
 	return "cursor: " + e.Op + " " + e.Path + ": " + e.errString()
 }
@@ -195,29 +194,36 @@ type File[C any] struct {
 }
 
 // NewFile returns a [File] store that keeps its cursor at path, encoded by
-// codec. Load returns initial until a cursor was saved there.
+// codec: [Int64], [String], [JSON] or one of your own. Load returns initial
+// until a cursor was saved there.
 //
-// NewFile fails when path is empty, codec is nil or cannot store any value
-// of C (see [JSON]), the directory of path does not exist or is not a
-// directory, path is a directory or another non-regular file, path is a
-// symbolic link whose target does not exist (see [File]), or the name of
-// the file (of the link's target, for a link) is so long that the name of
-// its temporary file, 16 bytes longer, would exceed the file system's
-// limit (statfs's on Linux, 255 bytes elsewhere) or, on Linux, its path
-// would exceed PATH_MAX; its errors other than for an empty path or the
-// codec are [*FileError] values with Op "new", and a name too long matches
-// [syscall.ENAMETOOLONG]. It does not create directories, and does not read the file: a
-// corrupt file makes the first Load fail. A relative path is made absolute
-// at once, so a later change of working directory does not move the file.
+// NewFile fails when:
+//   - path is empty, or codec is nil;
+//   - codec cannot store any value of C (see [JSON]);
+//   - the directory of path does not exist or is not a directory;
+//   - path is a directory or another non-regular file, or a symbolic link
+//     whose target does not exist (see [File]);
+//   - the name of the file (of the link's target, for a link) leaves no
+//     room for the name of its temporary file, 16 bytes longer, within the
+//     file system's limit (statfs's on Linux, 255 bytes elsewhere), or, on
+//     Linux, for its path within PATH_MAX: every Save would fail.
+//
+// Its errors about the path are [*FileError] values with Op "new"; a name
+// too long matches [syscall.ENAMETOOLONG].
+//
+// NewFile does not create directories: create the directory first. It does
+// not read the file: a corrupt file makes the first Load fail. A relative
+// path is made absolute at once, so a later change of working directory
+// does not move the file.
 //
 // The file holds at most 1 MiB: Save rejects a larger encoding and Load a
 // larger file.
 func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	if path == "" {
-		return nil, errors.New("cursor: NewFile: empty path; pass the path of the cursor file")
+		return nil, errors.New("cursor: NewFile: empty path")
 	}
 	if codec == nil {
-		return nil, errors.New("cursor: NewFile: nil codec; pass one such as cursor.JSON, cursor.String or cursor.Int64")
+		return nil, errors.New("cursor: NewFile: nil codec")
 	}
 	if tc, ok := codec.(interface{ checkType() error }); ok {
 		if err := tc.checkType(); err != nil {
@@ -231,7 +237,7 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	dir := filepath.Dir(abs)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable; create it first: %w", err)}
+		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable: %w", err)}
 	}
 	if !fi.IsDir() {
 		return nil, &FileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
@@ -398,7 +404,7 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("encoding of %d bytes, more than a cursor file holds (%d)", len(data), maxFileSize)}
 	}
 	if _, err := f.codec.Decode(data); err != nil {
-		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding, so Load would fail: %w", err)}
+		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding: %w", err)}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,10 +48,7 @@ func fuzzLoad[C any](f *testing.F, codec cursor.Codec[C]) {
 			t.Fatal(err)
 		}
 		var initial C
-		store, err := cursor.NewFile(path, initial, codec)
-		if err != nil {
-			t.Fatalf("NewFile() = %v", err)
-		}
+		store := mustNewFile(t, path, initial, codec)
 		ctx := context.Background()
 		c, err := store.Load(ctx)
 		if err != nil {

@@ -36,7 +36,7 @@ func jsonTypeError(t reflect.Type) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("cursor: JSON codec: %v has no exported fields; its JSON encoding is {} whatever its value", base)
+	return fmt.Errorf("cursor: JSON codec: %v has no exported fields, and encodes as {} whatever its value", base)
 }
 
 // marshalsItself reports whether encoding/json lets values of t encode

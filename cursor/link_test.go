@@ -2,15 +2,11 @@ package cursor_test
 
 import (
 	"context"
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/resumable-go/resumable/cursor"
 )
@@ -43,11 +39,9 @@ func TestFileDanglingLink(t *testing.T) {
 		target := filepath.Join(dir, "volume", "cursor") // not mounted: does not exist
 		link := filepath.Join(dir, "cursor")
 		symlink(t, target, link)
-		f, err := cursor.NewFile(link, int64(7), cursor.Int64())
-		if err == nil {
-			t.Fatalf("NewFile() = %v, nil, want an error", f)
-		}
-		checkLinkError(t, "NewFile()", err, "new", link, target)
+		_, err := cursor.NewFile(link, int64(7), cursor.Int64())
+		checkFileError(t, "NewFile()", err, fileErr{Op: "new", Path: link, Permanent: true, Cause: fs.ErrNotExist})
+		checkMessage(t, "NewFile()", err, link, target)
 	})
 	t.Run("after NewFile", func(t *testing.T) {
 		dir := t.TempDir()
@@ -64,36 +58,16 @@ func TestFileDanglingLink(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 { // the error stays: no Load or Save turns it into a first run
-			got, err := f.Load(context.Background())
-			if err == nil {
-				t.Fatalf("Load() = %d, nil, want an error", got)
-			}
-			checkLinkError(t, "Load()", err, "load", link, target)
+			_, err := f.Load(context.Background())
+			checkFileError(t, "Load()", err, fileErr{Op: "load", Path: link, Permanent: true, Cause: fs.ErrNotExist})
+			checkMessage(t, "Load()", err, link, target)
 			err = f.Save(context.Background(), 8)
-			if err == nil {
-				t.Fatalf("Save(8) = nil, want an error")
-			}
-			checkLinkError(t, "Save(8)", err, "save", link, target)
+			checkFileError(t, "Save(8)", err, fileErr{Op: "save", Path: link, Permanent: true, Cause: fs.ErrNotExist})
+			checkMessage(t, "Save(8)", err, link, target)
 			checkLink(t, link, target)
 		}
 		checkNoTempFiles(t, dir)
 	})
-}
-
-// checkLinkError checks that err, returned by call, is a permanent
-// *cursor.FileError with op about link that names link and target.
-func checkLinkError(t *testing.T, call string, err error, op, link, target string) {
-	t.Helper()
-	want := fileErr{Op: op, Path: link, Permanent: true}
-	if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-		t.Errorf("%s error %v mismatch (-want +got):\n%s", call, err, diff)
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s = %v, want an error matching fs.ErrNotExist", call, err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, link) || !strings.Contains(msg, target) {
-		t.Errorf("%s = %q, want a message naming the link %s and its target %s", call, msg, link, target)
-	}
 }
 
 // TestFileSaveThroughLink checks that Save through a symbolic link
@@ -165,12 +139,7 @@ func TestFileSaveThroughLinkToDevice(t *testing.T) {
 	f := mustNewFile(t, path, int64(0), cursor.Int64())
 	symlink(t, os.DevNull, path)
 	err := f.Save(context.Background(), 1)
-	if err == nil {
-		t.Fatalf("Save(1) through a link to %s = nil, want an error", os.DevNull)
-	}
-	if diff := cmp.Diff(fileErr{Op: "save", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
-		t.Errorf("Save(1) error %v mismatch (-want +got):\n%s", err, diff)
-	}
+	checkFileError(t, "Save(1)", err, fileErr{Op: "save", Path: path, Permanent: true})
 	checkLink(t, path, os.DevNull)
 	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&fs.ModeDevice == 0 {
 		t.Errorf("Stat(%s) = %v, %v, want a device", os.DevNull, fi, err)
@@ -186,27 +155,16 @@ func TestFileLinkLoop(t *testing.T) {
 	symlink(t, loop, path)
 	symlink(t, path, loop)
 	_, err := cursor.NewFile(path, int64(0), cursor.Int64())
-	if err == nil {
-		t.Fatalf("NewFile() on a link loop = nil error, want one")
-	}
-	if diff := cmp.Diff(fileErr{Op: "new", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
-		t.Errorf("NewFile() error %v mismatch (-want +got):\n%s", err, diff)
-	}
+	checkFileError(t, "NewFile()", err, fileErr{Op: "new", Path: path, Permanent: true})
 
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	f := mustNewFile(t, path, int64(0), cursor.Int64())
 	symlink(t, loop, path)
-	if _, err := f.Load(context.Background()); err == nil {
-		t.Errorf("Load() on a link loop = nil error, want one")
-	} else if diff := cmp.Diff(fileErr{Op: "load", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
-		t.Errorf("Load() error %v mismatch (-want +got):\n%s", err, diff)
-	}
-	if err := f.Save(context.Background(), 1); err == nil {
-		t.Errorf("Save(1) on a link loop = nil error, want one")
-	} else if diff := cmp.Diff(fileErr{Op: "save", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
-		t.Errorf("Save(1) error %v mismatch (-want +got):\n%s", err, diff)
-	}
+	_, err = f.Load(context.Background())
+	checkFileError(t, "Load()", err, fileErr{Op: "load", Path: path, Permanent: true})
+	err = f.Save(context.Background(), 1)
+	checkFileError(t, "Save(1)", err, fileErr{Op: "save", Path: path, Permanent: true})
 	checkLink(t, path, loop)
 }

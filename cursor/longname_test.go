@@ -1,14 +1,12 @@
 package cursor_test
 
 import (
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/resumable-go/resumable/cursor"
 )
@@ -24,7 +22,8 @@ func TestNewFileLongName(t *testing.T) {
 		f, err := cursor.NewFile(path, int64(0), cursor.Int64())
 		if err != nil {
 			refused++
-			checkNameTooLong(t, err, path)
+			checkFileError(t, fmt.Sprintf("NewFile(name of %d bytes)", n), err,
+				fileErr{Op: "new", Path: path, Permanent: true, Cause: syscall.ENAMETOOLONG})
 			continue
 		}
 		mustSave(t, f, int64(n))
@@ -46,19 +45,5 @@ func TestNewFileLinkToLongName(t *testing.T) {
 	link := filepath.Join(dir, "cursor")
 	symlink(t, target, link)
 	_, err := cursor.NewFile(link, int64(0), cursor.Int64())
-	checkNameTooLong(t, err, link)
-}
-
-// checkNameTooLong checks that err is NewFile's error for a name too long.
-func checkNameTooLong(t *testing.T, err error, path string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("NewFile(%q) = nil error, want one for a name too long", path)
-	}
-	if diff := cmp.Diff(fileErr{Op: "new", Path: path, Permanent: true}, fileErrOf(t, err)); diff != "" {
-		t.Errorf("NewFile(%q) error %v mismatch (-want +got):\n%s", path, err, diff)
-	}
-	if !errors.Is(err, syscall.ENAMETOOLONG) {
-		t.Errorf("NewFile(%q) = %v, want an error matching ENAMETOOLONG", path, err)
-	}
+	checkFileError(t, "NewFile()", err, fileErr{Op: "new", Path: link, Permanent: true, Cause: syscall.ENAMETOOLONG})
 }
