@@ -47,15 +47,15 @@ type Codec[C any] interface {
 // thereby refused: a string that is not valid UTF-8 (JSON replaces the bad
 // bytes), a non-zero field JSON does not see (unexported, or tagged "-"),
 // an interface holding a value that reads back as another type (an int64
-// in an any reads back as a float64), NaN and infinities. Values are
-// compared as [reflect.DeepEqual] does, with these exceptions, so that what
-// JSON keeps is not refused:
+// in an any reads back as a float64); encoding/json itself refuses NaN
+// and infinities. Values are compared as [reflect.DeepEqual] does, with
+// these exceptions, so that what JSON keeps is not refused:
 //   - a value whose type has a method Equal(T) bool, such as [time.Time],
 //     is compared with it (JSON drops a time's monotonic clock reading and
 //     Location pointer, which Equal ignores);
 //   - a value whose type marshals itself ([encoding/json.Marshaler] or
 //     [encoding.TextMarshaler], such as [encoding/json.RawMessage] or
-//     [net.IP]) is compared by its JSON encoding;
+//     [math/big.Int]) is compared by its JSON encoding;
 //   - a nil and an empty map or slice are equal (omitempty drops an empty
 //     one, which reads back nil), and a NaN equals a NaN.
 //

@@ -22,12 +22,14 @@
 //
 // [NewFile] returns a [File] store: one file per stream, holding the cursor
 // as text an operator can read and edit, through a [Codec]: [Int64] and
-// [String] write the value on one line, [JSON] one JSON value. Load returns
-// the initial cursor only when the file does not exist; a file that cannot
-// be read or decoded, or a symbolic link whose target does not exist (a
-// volume that failed to mount), makes Load fail with a [*FileError]
-// (matching [ErrCorrupt] when the contents are bad) instead of starting
-// over, and its Permanent method tells a classifier not to retry.
+// [String] write the value on one line, [JSON] one JSON value; each refuses
+// to encode a cursor that would not read back equal, so a Save never stores
+// another cursor than the one it was given. Load returns the initial cursor
+// only when the file does not exist; a file that cannot be read or decoded,
+// or a symbolic link whose target does not exist (a volume that failed to
+// mount), makes Load fail with a [*FileError] (matching [ErrCorrupt] when
+// the contents are bad) instead of starting over, and its Permanent method
+// tells a classifier not to retry.
 //
 // Save is atomic and durable: it writes a temporary file in the same
 // directory, syncs it, renames it over the file and syncs the directory, so

@@ -29,8 +29,8 @@ var ErrCorrupt = errors.New("cursor: corrupt cursor file")
 var errNotRegular = errors.New("not a regular file")
 
 // linkError is the cause of a FileError for a path that is a symbolic link
-// that leads nowhere: its target does not exist (Err matches
-// fs.ErrNotExist), or the links form a loop.
+// whose target cannot be reached: it does not exist (Err matches
+// fs.ErrNotExist), the links form a loop, or access is denied on the way.
 type linkError struct {
 	Target string // what the link holds, as os.Readlink returns it
 	Err    error  // why the target cannot be reached
@@ -57,6 +57,12 @@ func linkCause(path string, err error) error {
 	return &linkError{Target: target, Err: cause}
 }
 
+// isLinkError reports whether err is a *linkError: not a missing file.
+func isLinkError(err error) bool {
+	_, ok := err.(*linkError)
+	return ok
+}
+
 // FileError is the error [NewFile], [File.Load] and [File.Save] return for
 // a problem with the cursor file: it names the file, the operation and the
 // cause, which stays reachable with errors.Is and errors.As (a
@@ -64,11 +70,14 @@ func linkCause(path string, err error) error {
 //
 // Op is one of
 //   - "new": NewFile found the path or its directory unusable;
-//   - "load": Load could not read the file;
+//   - "load": Load could not read the file, or the path is a symbolic link
+//     whose target cannot be reached;
 //   - "decode": the file holds no cursor; the error matches [ErrCorrupt];
 //   - "encode": the Codec could not encode the cursor given to Save, or
 //     could not decode its own encoding; nothing was written;
-//   - "save": Save could not write, sync or rename the file.
+//   - "save": Save could not write, sync or rename the file, or the path is
+//     a symbolic link whose target cannot be reached or is not a regular
+//     file.
 type FileError struct {
 	Path string // the cursor file, as [File.Path] returns it
 	Op   string // "new", "load", "decode", "encode" or "save"
@@ -156,8 +165,8 @@ var permanentCauses = []error{
 // handled.
 //
 // A process killed during Save can leave its temporary file behind, named
-// ".NAME.*.tmp" beside the file NAME. It is never read, and may be deleted
-// when no Save is running.
+// ".NAME.*.tmp" beside the file NAME (the link's target, for a symbolic
+// link). It is never read, and may be deleted when no Save is running.
 //
 // Concurrency: a File is safe for concurrent use; its Saves run one at a
 // time. Load may run during a Save and returns the cursor before or after
@@ -243,28 +252,23 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 		return nil, &FileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
 	}
 	mode := fs.FileMode(0o644)
-	fi, err = os.Stat(abs)
-	switch {
-	case err == nil:
+	if fi, err := os.Stat(abs); err == nil {
 		if err := checkRegular(abs, fi); err != nil {
 			return nil, &FileError{Path: abs, Op: "new", Err: err}
 		}
 		mode = fi.Mode().Perm()
-	default:
-		err = linkCause(abs, err)
-		if _, dangling := err.(*linkError); dangling || !errors.Is(err, fs.ErrNotExist) {
-			return nil, &FileError{Path: abs, Op: "new", Err: err}
-		}
+	} else if err = linkCause(abs, err); isLinkError(err) || !errors.Is(err, fs.ErrNotExist) {
+		return nil, &FileError{Path: abs, Op: "new", Err: err} // not a first run
 	}
 	f := &File[C]{
 		path:    abs,
 		dir:     dir,
-		pattern: "." + filepath.Base(abs) + ".*.tmp",
+		pattern: tempPattern(abs),
 		mode:    mode,
 		initial: initial,
 		codec:   codec,
 	}
-	target, _, _, err := f.target()
+	target, err := f.target()
 	if err == nil {
 		err = checkTempName(target)
 	}
@@ -356,7 +360,7 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 	fh, err := os.Open(f.path)
 	if err != nil {
 		err = linkCause(f.path, err)
-		if _, dangling := err.(*linkError); !dangling && errors.Is(err, fs.ErrNotExist) {
+		if !isLinkError(err) && errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
@@ -392,6 +396,10 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 //
 // Before writing, Save checks that the Codec decodes what it encoded, so
 // that Save never writes a file that Load would reject.
+//
+// Through a symbolic link, Save replaces the link's target and keeps the
+// link; a link whose target cannot be reached, or is not a regular file,
+// makes it fail with a permanent error (see [File]).
 func (f *File[C]) Save(ctx context.Context, c C) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -414,33 +422,39 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 	return nil
 }
 
-// target returns the file Save replaces, its directory and the pattern of
-// its temporary file: the path itself, or the regular file its symbolic
-// links lead to now.
-func (f *File[C]) target() (path, dir, pattern string, err error) {
+// target returns the file Save replaces: the path itself, or the regular
+// file its symbolic links lead to now.
+func (f *File[C]) target() (string, error) {
 	fi, err := os.Lstat(f.path)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return f.path, f.dir, f.pattern, nil // not a link: write reports any problem
+		return f.path, nil // not a link: write reports any problem
 	}
 	fi, err = os.Stat(f.path)
 	if err != nil {
-		return "", "", "", linkCause(f.path, err)
+		return "", linkCause(f.path, err)
 	}
 	if err := checkRegular(f.path, fi); err != nil {
-		return "", "", "", err
+		return "", err
 	}
-	if path, err = filepath.EvalSymlinks(f.path); err != nil {
-		return "", "", "", err
-	}
-	return path, filepath.Dir(path), "." + filepath.Base(path) + ".*.tmp", nil
+	return filepath.EvalSymlinks(f.path)
+}
+
+// tempPattern returns the os.CreateTemp pattern of the temporary files of
+// Saves to path.
+func tempPattern(path string) string {
+	return "." + filepath.Base(path) + ".*.tmp"
 }
 
 // write replaces the file (the target of the path, for a symbolic link)
 // with data through a synced temporary file, and syncs the directory.
 func (f *File[C]) write(data []byte) (err error) {
-	path, dir, pattern, err := f.target()
+	path, err := f.target()
 	if err != nil {
 		return err
+	}
+	dir, pattern := f.dir, f.pattern
+	if path != f.path {
+		dir, pattern = filepath.Dir(path), tempPattern(path)
 	}
 	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {

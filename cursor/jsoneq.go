@@ -119,13 +119,12 @@ func sameJSON(want, got reflect.Value, depth int) (where string, same bool) {
 			return "", false
 		}
 		for it := want.MapRange(); it.Next(); {
-			key := fmt.Sprintf("[%#v]", it.Key())
 			g := got.MapIndex(it.Key())
 			if !g.IsValid() {
-				return key, false
+				return fmt.Sprintf("[%#v]", it.Key()), false
 			}
 			if where, same := sameJSON(it.Value(), g, depth+1); !same {
-				return key + where, false
+				return fmt.Sprintf("[%#v]%s", it.Key(), where), false
 			}
 		}
 		return "", true
