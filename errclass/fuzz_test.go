@@ -240,23 +240,6 @@ func fzAny(n *fzNode, f func(*fzNode) bool) bool {
 	return false
 }
 
-// fzFirstRetryAfter returns the delay of the first RetryAfter marker in
-// errors.As order.
-func fzFirstRetryAfter(n *fzNode) (time.Duration, bool) {
-	if n == nil {
-		return 0, false
-	}
-	if n.isRetry {
-		return n.after, true
-	}
-	for _, c := range n.children {
-		if d, ok := fzFirstRetryAfter(c); ok {
-			return d, true
-		}
-	}
-	return 0, false
-}
-
 // fzChain builds a chain of classifiers from spec.
 func fzChain(spec []byte, depth int) []errclass.Classifier {
 	if len(spec) > 16 {
@@ -340,11 +323,6 @@ func FuzzClassify(f *testing.F) {
 		hasExpired := fzAny(it.node, func(n *fzNode) bool { return n.expired })
 		if got := errors.Is(err, errclass.ErrExpired); got != hasExpired {
 			t.Fatalf("errors.Is(%v, ErrExpired) = %v, want %v", err, got, hasExpired)
-		}
-		// RetryAfterOf finds the first RetryAfter marker, as errors.As does.
-		wantAfter, wantOK := fzFirstRetryAfter(it.node)
-		if d, ok := errclass.RetryAfterOf(err); d != wantAfter || ok != wantOK {
-			t.Fatalf("RetryAfterOf(%v) = %v, %v, want %v, %v", err, d, ok, wantAfter, wantOK)
 		}
 
 		// A chain answers its first link's answer that is not Unknown.

@@ -302,9 +302,9 @@ func TestRetryFloor(t *testing.T) {
 		if got := errors.Is(err, io.EOF); got != tt.clean {
 			t.Errorf("%s: end = %v, want clean %v", tt.name, err, tt.clean)
 		}
-		after, has := errclass.RetryAfterOf(err)
-		if after != tt.after || has != tt.has {
-			t.Errorf("%s: RetryAfterOf(%v) = %v, %v; want %v, %v", tt.name, err, after, has, tt.after, tt.has)
+		d := errclass.Markers().Classify(err) // Retry with After for a RetryAfter mark, Unknown without one
+		if has := d.Action == errclass.Retry; d.After != tt.after || has != tt.has {
+			t.Errorf("%s: Markers().Classify(%v) = %v; want a RetryAfter mark: %v, after %v", tt.name, err, d, tt.has, tt.after)
 		}
 	}
 }

@@ -221,7 +221,7 @@ func TestServerDelayCapped(t *testing.T) {
 		want time.Duration
 	}{
 		{name: "WithMaxServerDelay(1m)", opts: []stream.Option{stream.WithMaxServerDelay(time.Minute)}, want: time.Minute},
-		{name: "the default cap", want: stream.DefaultMaxServerDelay},
+		{name: "the default cap", want: 10 * time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
