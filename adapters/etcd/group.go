@@ -268,7 +268,7 @@ func (g *Group) session(ctx context.Context, streams []string, run RunFunc) (los
 	wg.Go(func() {
 		select {
 		case <-s.lost:
-			g.log.Warn("lease lost; stopping every stream", zap.Error(s.lostWhy))
+			g.log.Warn("lease lost; stopping every stream", zap.Error(s.cause))
 			cancel()
 		case <-sctx.Done():
 		}
@@ -280,7 +280,7 @@ func (g *Group) session(ctx context.Context, streams []string, run RunFunc) (los
 	wg.Wait()
 	select {
 	case <-s.lost:
-		return true, s.lostWhy
+		return true, fmt.Errorf("etcd: member %q: %w", g.member, s.cause)
 	default:
 		return false, nil
 	}
@@ -418,14 +418,14 @@ func (o *Owner) Fence() clientv3.Cmp {
 // nothing when it returns nil at once.
 func (o *Owner) Check(ctx context.Context) error {
 	if o.ended.Load() {
-		return errclass.Permanent(fmt.Errorf("etcd: stream %q: %w: the ownership ended", o.stream, ErrNotOwner))
+		return errclass.Permanent(fmt.Errorf("%w: stream %q: its run returned", ErrNotOwner, o.stream))
 	}
 	if o.s.valid() {
 		return nil
 	}
 	if err := o.s.check(ctx); err != nil {
-		if errors.Is(err, ErrNotOwner) {
-			return errclass.Permanent(fmt.Errorf("etcd: stream %q: %w", o.stream, err))
+		if errors.Is(err, errLost) {
+			return errclass.Permanent(fmt.Errorf("%w: stream %q: %w", ErrNotOwner, o.stream, o.s.cause))
 		}
 		return err
 	}

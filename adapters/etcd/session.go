@@ -12,8 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-
-	"github.com/resumable-go/resumable/errclass"
 )
 
 // session is one member's lease: an etcd concurrency.Session, which the
@@ -37,7 +35,7 @@ type session struct {
 
 	lost     chan struct{} // closed once the lease is gone, or no longer kept alive
 	lostOnce sync.Once
-	lostWhy  error // set before lost is closed
+	cause    error // why the lease is lost; set before lost is closed
 
 	kick chan struct{} // asks the tracker for a TimeToLive now
 
@@ -102,13 +100,12 @@ func (s *session) valid() bool {
 }
 
 // check returns nil once the lease is known valid (at once in the usual
-// case), or an error matching ErrNotOwner once it is known gone, or ctx's
-// error.
+// case), errLost once it is known gone, or ctx's error.
 func (s *session) check(ctx context.Context) error {
 	for !s.valid() {
 		select {
 		case <-s.lost:
-			return s.lostWhy
+			return errLost
 		default:
 		}
 		s.mu.Lock()
@@ -120,7 +117,7 @@ func (s *session) check(ctx context.Context) error {
 		}
 		select {
 		case <-s.lost:
-			return s.lostWhy
+			return errLost
 		case <-refreshed:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -182,7 +179,7 @@ func (s *session) refresh(ctx context.Context) (gone bool) {
 
 func (s *session) markLost(why error) {
 	s.lostOnce.Do(func() {
-		s.lostWhy = errclass.Permanent(fmt.Errorf("%w: %w", ErrNotOwner, why))
+		s.cause = why
 		close(s.lost)
 		s.mu.Lock()
 		close(s.refreshed) // wake checkers; they find lost closed
@@ -190,6 +187,10 @@ func (s *session) markLost(why error) {
 		s.mu.Unlock()
 	})
 }
+
+// errLost is what check returns once the lease is lost; the caller says
+// which stream, with the session's cause.
+var errLost = errors.New("lease lost")
 
 // close stops the tracker and revokes the lease, which deletes every key
 // attached to it (the member key, the election keys): successors start at
