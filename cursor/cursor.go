@@ -19,7 +19,7 @@ type Extractor[T, C any] func(event T) (C, error)
 // commits the cursor and does not deliver the event. Like [io/fs.SkipDir] it
 // is a signal, not a failure; compare with errors.Is.
 //
-//lint:ignore ST1012 a signal like fs.SkipDir, not a failure: named like it
+//lint:ignore ST1012 a signal like fs.SkipDir, not a failure; the name is part of the API
 var ProgressOnly = errors.New("cursor: progress-only event")
 
 // WithProgress returns an Extractor that reports every event for which
