@@ -53,8 +53,12 @@ type row struct {
 	connected int           // open watches at the bin's end
 }
 
+// errTimeout is matched by the error of a run that waited longer than
+// -timeout for the watchers to connect, reconnect or stop.
+var errTimeout = errors.New("storm: timed out")
+
 // errIncomplete is matched by the error of a variant whose watchers did not
-// all reconnect within the timeout.
+// all reconnect within the timeout (with errTimeout).
 var errIncomplete = errors.New("storm: not all watchers reconnected")
 
 // runVariant starts cfg.n watchers of v on a fresh server, waits until all
@@ -75,6 +79,10 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 			err = fmt.Errorf("storm: %d watches still open after every watcher stopped", n)
 		}
 	}()
+	// Cancelled before the checks above run, on every path: ends the lag
+	// watcher even when the run fails half-way.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 
 	all, _ := srv.awaitWatches(cfg.n)
 	for range cfg.n {
@@ -99,7 +107,7 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 	}
 	back := srv.up()
 	if err := await(ctx, all, cfg.timeout); err != nil {
-		return res, fmt.Errorf("%w: %s: %d of %d after %v: %w", errIncomplete, v.key, srv.open(), cfg.n, cfg.timeout, err)
+		return res, fmt.Errorf("%w: %s: %d of %d: %w", errIncomplete, v.key, srv.open(), cfg.n, err)
 	}
 	done := reachedAt()
 	if err := sleep(ctx, cfg.tail); err != nil {
@@ -227,7 +235,7 @@ func await(ctx context.Context, ch <-chan struct{}, timeout time.Duration) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return fmt.Errorf("storm: timed out after %v", timeout)
+		return fmt.Errorf("%w after %v", errTimeout, timeout)
 	}
 }
 
@@ -249,7 +257,7 @@ func awaitGoroutines(n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for runtime.NumGoroutine() > n {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("storm: %d goroutines still running, %d before the watchers started", runtime.NumGoroutine(), n)
+			return fmt.Errorf("%w: %d goroutines still running, %d before the watchers started", errTimeout, runtime.NumGoroutine(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

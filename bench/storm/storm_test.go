@@ -104,6 +104,31 @@ func TestStorm(t *testing.T) {
 	}
 }
 
+// TestStormTimeout checks that a run that waits too long fails with a clear
+// error and still stops every watcher (a goroutine left behind would make
+// the synctest bubble fail).
+func TestStormTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want error
+	}{
+		{name: "the limiter lets the watchers start too slowly",
+			args: []string{"-variants", "ours-limiter", "-n", "50", "-limit", "10", "-burst", "1", "-timeout", "1s"}, want: errTimeout},
+		{name: "the watchers reconnect too late",
+			args: []string{"-variants", "client-go", "-n", "50", "-outage", "2.5s", "-timeout", "300ms"}, want: errIncomplete},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				if err := run(t.Context(), tt.args, new(bytes.Buffer)); !errors.Is(err, tt.want) {
+					t.Errorf("run(%q) = %v, want an error matching %v", tt.args, err, tt.want)
+				}
+			})
+		})
+	}
+}
+
 func readCSV(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)

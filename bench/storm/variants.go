@@ -125,7 +125,7 @@ func stopAll(ws []watcher, timeout time.Duration) error {
 		select {
 		case <-w.Done():
 		case <-deadline.C:
-			return fmt.Errorf("storm: %d of %d watchers still running %v after Stop", len(ws)-i, len(ws), timeout)
+			return fmt.Errorf("%w: %d of %d watchers still running %v after Stop", errTimeout, len(ws)-i, len(ws), timeout)
 		}
 	}
 	return nil
