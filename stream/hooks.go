@@ -31,6 +31,10 @@ type Hooks[C any] struct {
 	OnExpired func(ExpiredEvent[C])
 	// OnResync is called after a resync hook replaced the cursor.
 	OnResync func(ResyncEvent[C])
+	// OnStop is called once when Run or All returns (not when it panics),
+	// after the final save, with what it returns. A connection still open
+	// then ended with it: OnDisconnect is not called for it.
+	OnStop func(StopEvent[C])
 }
 
 // ConnectEvent describes a successful Open.
@@ -149,6 +153,15 @@ type ResyncEvent[C any] struct {
 	Replayed int
 }
 
+// StopEvent describes the end of a Run or All loop.
+type StopEvent[C any] struct {
+	// Err is what Run returns: nil at the end of the stream or after
+	// ErrStop, ctx's error when cancelled, the failure that ended it.
+	Err error
+	// Cursor is the committed cursor.
+	Cursor C
+}
+
 // joinHooks returns one set of hooks that calls every set of hs in order.
 func joinHooks[C any](hs []Hooks[C]) Hooks[C] {
 	var j Hooks[C]
@@ -160,6 +173,7 @@ func joinHooks[C any](hs []Hooks[C]) Hooks[C] {
 		j.OnSave = join(j.OnSave, h.OnSave)
 		j.OnExpired = join(j.OnExpired, h.OnExpired)
 		j.OnResync = join(j.OnResync, h.OnResync)
+		j.OnStop = join(j.OnStop, h.OnStop)
 	}
 	return j
 }

@@ -286,9 +286,9 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	}
 }
 
-// run is the one loop behind Run and All: load, open and drain a
-// connection; then decide — return, resync, or wait and open again.
-func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T) error) (err error) {
+// run is Run and All: one loop at a time, and the OnStop hook once it
+// returned.
+func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T) error) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidOption)
 	}
@@ -299,6 +299,16 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	err := r.loop(ctx, handle)
+	if r.hooks.OnStop != nil {
+		r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.st.cur})
+	}
+	return err
+}
+
+// loop is the one loop: load, open and drain a connection; then decide —
+// return, resync, or wait and open again.
+func (r *Resumer[T, C]) loop(ctx context.Context, handle func(context.Context, T) error) (err error) {
 	r.begin()
 	defer func() { err = r.finalSave(ctx, err) }()
 	defer r.guard.wait()

@@ -726,3 +726,48 @@ func TestContextRespecterSkipsTheWatcher(t *testing.T) {
 		t.Errorf("%d connections left open, want 0", live)
 	}
 }
+
+// OnStop is called once per Run, after the final save, with what Run
+// returns.
+func TestOnStop(t *testing.T) {
+	errRefused := errors.New("handler refused")
+	tests := []struct {
+		name       string
+		refuseAt   int64 // the handler fails on this event (0: never)
+		wantErr    error
+		wantCursor int64
+	}{
+		{name: "end of stream", wantCursor: 3},
+		{name: "handler error", refuseAt: 2, wantErr: errRefused, wantCursor: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &flakyStore{}
+			var stops []stream.StopEvent[int64]
+			var savedAtStop int64
+			r, err := stream.New(streamtest.NewSource(letters(3)), extract, store, stream.WithCheckpointEvery(0),
+				stream.WithHooks(stream.Hooks[int64]{OnStop: func(e stream.StopEvent[int64]) {
+					stops = append(stops, e)
+					savedAtStop, _ = store.Load(context.Background())
+				}}))
+			if err != nil {
+				t.Fatalf("New() = %v", err)
+			}
+			err = r.Run(context.Background(), func(_ context.Context, e ev) error {
+				if e.Seq == tt.refuseAt {
+					return errRefused
+				}
+				return nil
+			})
+			if len(stops) != 1 || stops[0].Err != err || stops[0].Cursor != tt.wantCursor {
+				t.Fatalf("OnStop calls = %+v, want one with Run's error %v and cursor %d", stops, err, tt.wantCursor)
+			}
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Errorf("Run() = %v, want %v", err, tt.wantErr)
+			}
+			if savedAtStop != tt.wantCursor {
+				t.Errorf("the Store held %d when OnStop ran, want %d (after the final save)", savedAtStop, tt.wantCursor)
+			}
+		})
+	}
+}

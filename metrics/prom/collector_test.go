@@ -40,15 +40,15 @@ func TestExposition(t *testing.T) {
 		if err := r.Run(t.Context(), func(context.Context, event) error { return nil }); err != nil {
 			t.Fatalf("Run() = %v, want nil", err)
 		}
-		// The stream ended for good while connected: the hooks report no
-		// end of connection, so connected stays 1 until detach.
+		// The stream ended for good while connected: OnStop says it is no
+		// longer connected, before any detach.
 		const want = `
 # HELP resumable_clean_ends_total Connections that ended without a failure (io.EOF from the server).
 # TYPE resumable_clean_ends_total counter
 resumable_clean_ends_total{name="orders"} 1
 # HELP resumable_connected Streams with an open connection.
 # TYPE resumable_connected gauge
-resumable_connected{name="orders"} 1
+resumable_connected{name="orders"} 0
 # HELP resumable_events_total Events handled and committed, a completed resync's replay included.
 # TYPE resumable_events_total counter
 resumable_events_total{name="orders"} 2

@@ -36,8 +36,8 @@
 //     short-lived ones, whose series would otherwise crowd the server.
 //   - Call the detach function once the stream is done (Run returned, or the
 //     watcher's Done channel closed): the stream stops counting as attached
-//     and as connected (a Run that returns on cancellation reports no end of
-//     connection through the hooks), and when the last stream of a name
+//     (a Run that returned already stopped counting as connected, through
+//     the OnStop hook), and when the last stream of a name
 //     detaches, the name's series are dropped, so that ten thousand
 //     short-lived names leave nothing behind. A name attached again later
 //     starts its counters from zero, which Prometheus' rate and increase

@@ -66,6 +66,9 @@ func Hooks[C any](c *Collector, name string) (hooks stream.Hooks[C], detach func
 				m.saves.Add(1)
 			}
 		},
+		OnStop: func(stream.StopEvent[C]) {
+			m.state.CompareAndSwap(connected, idle)
+		},
 		OnResync: func(e stream.ResyncEvent[C]) {
 			m.resyncs.Add(1)
 			m.events.Add(uint64(e.Replayed))
