@@ -30,6 +30,7 @@ type config struct {
 	policy     backoff.Policy
 	classifier errclass.Classifier
 	resync     ResyncFunc
+	diff       bool
 	onResync   func(ResyncInfo)
 }
 
@@ -96,21 +97,47 @@ func WithClassifier(c errclass.Classifier) Option {
 // WithResync makes the watcher survive an expired resource version, which
 // client-go's RetryWatcher cannot: when a watch is refused with 410 Gone or
 // Expired (at open or in the stream), f is called, its replay is delivered
-// after a resync marker (see [IsResyncMarker]), and watching continues from
-// the resource version it returned. A failing f is classified like any other
-// failure (retried by default). [ListResync] makes an f from a
-// ListerWatcher. Nil means no resync, which is the default: the watcher then
-// behaves exactly as client-go's.
+// between two marker Bookmarks (see [ResyncAnnotation]), and watching
+// continues from the resource version it returned, after the usual delay
+// (two watches start at least the minimum restart delay apart, resync or
+// not). A failing f is classified like any other failure (retried by
+// default, from a new start marker). [WatchListResync] and [ListResync]
+// make an f from a ListerWatcher. Nil means no resync, which is the
+// default: the watcher then behaves exactly as client-go's.
 func WithResync(f ResyncFunc) Option {
 	return optionFunc(func(c *config) { c.resync = f })
+}
+
+// WithResyncDiff makes a resync deliver only what changed while the watch
+// was expired, instead of the whole state. The watcher remembers the key
+// (namespace and name), UID and resource version of every object it
+// delivered and did not see deleted; a resync then compares its listing
+// with them and delivers, between the same two markers:
+//   - Added for an object never delivered;
+//   - Modified for one whose resource version changed;
+//   - Deleted for one the listing lacks: its object is of the watched type
+//     and has the namespace, name, UID and resource version last delivered
+//     (and the group, version and kind, when the watched objects have one),
+//     nothing else;
+//   - Deleted then Added for one recreated under the same name (another
+//     UID);
+//   - nothing for one unchanged.
+//
+// A consumer applies these as it applies any event. It costs memory for
+// every object remembered (about 200 bytes with short names; see
+// docs/kubernetes.md) and, per event, a map update. It needs [WithResync]:
+// without it the constructor fails.
+func WithResyncDiff() Option {
+	return optionFunc(func(c *config) { c.diff = true })
 }
 
 // WithOnResync sets a function called after each completed resync, on the
 // watcher's goroutine, after the replay was delivered and before watching
 // resumes. It must not block. It is only ever called when [WithResync] is
 // set. Nil means none. It runs concurrently with the consumer, which may
-// still be handling the last replayed event: to know where in the stream a
-// resync happened, watch for the marker event ([IsResyncMarker]) instead.
+// still be handling the end marker: to know where in the stream a resync
+// happened, watch for the markers ([IsResyncMarker], [IsResyncEnd])
+// instead.
 func WithOnResync(f func(ResyncInfo)) Option {
 	return optionFunc(func(c *config) { c.onResync = f })
 }
