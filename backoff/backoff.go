@@ -75,8 +75,8 @@ func Constant(d time.Duration) Policy {
 func None() Policy { return Constant(0) }
 
 // Default returns the policy a stream uses when none is given: jittered
-// exponential, starting at 500ms (±50%), growing 1.5× per failure up to 30s,
-// with no limit on attempts or elapsed time.
+// exponential, starting at 500ms (±50%), growing 1.5× per failure, no step
+// above 30s (jitter included), with no limit on attempts or elapsed time.
 func Default() Policy {
 	p, _ := NewExponential()
 	return p
@@ -89,7 +89,6 @@ type expConfig struct {
 	initial, max, maxElapsed time.Duration
 	multiplier, jitter       float64
 	maxRetries               int
-	err                      error
 }
 
 type optionFunc func(*expConfig)
@@ -101,7 +100,9 @@ func WithInitialInterval(d time.Duration) Option {
 	return optionFunc(func(c *expConfig) { c.initial = d })
 }
 
-// WithMaxInterval caps every delay (before jitter). Default 30s.
+// WithMaxInterval caps every delay, jitter included: the interval grows up
+// to d/(1+jitter), around which jitter spreads the delays, up to d.
+// Default 30s.
 func WithMaxInterval(d time.Duration) Option {
 	return optionFunc(func(c *expConfig) { c.max = d })
 }
@@ -169,10 +170,9 @@ func NewExponential(opts ...Option) (Policy, error) {
 }
 
 // Exponential returns a jittered exponential policy configured by opts. It
-// never panics: when an option is out of range it returns a policy whose
-// Validate method reports the error (stream.New refuses such a policy with
-// that error) and whose sequences give up at once. Use [NewExponential] to
-// get the error directly.
+// never panics: when an option is out of range it returns a policy that
+// stream.New refuses with the error [NewExponential] would return, and whose
+// sequences give up at once. Use [NewExponential] to get the error directly.
 func Exponential(opts ...Option) Policy {
 	p, err := NewExponential(opts...)
 	if err != nil {
@@ -181,16 +181,12 @@ func Exponential(opts ...Option) Policy {
 	return p
 }
 
-// Validator is implemented by policies that can be invalid; stream.New calls
-// Validate and refuses a policy that reports an error.
-type Validator interface {
-	Validate() error
-}
-
 type invalid struct{ err error }
 
 func (p invalid) NewSequence() Sequence { return stopSeq{} }
-func (p invalid) Validate() error       { return p.err }
+
+// Validate reports the option error; stream.New calls it.
+func (p invalid) Validate() error { return p.err }
 
 type stopSeq struct{}
 
@@ -199,13 +195,13 @@ func (stopSeq) Reset()                      {}
 
 type exponential struct{ c expConfig }
 
-// Validate reports nil: a policy from NewExponential is always valid.
-func (p *exponential) Validate() error { return nil }
-
 func (p *exponential) NewSequence() Sequence {
+	// The interval stops growing where jitter can take it no higher than
+	// the cap.
+	limit := time.Duration(float64(p.c.max) / (1 + p.c.jitter))
 	b := cbackoff.NewExponentialBackOff(
-		cbackoff.WithInitialInterval(p.c.initial),
-		cbackoff.WithMaxInterval(p.c.max),
+		cbackoff.WithInitialInterval(min(p.c.initial, limit)),
+		cbackoff.WithMaxInterval(limit),
 		cbackoff.WithMultiplier(p.c.multiplier),
 		cbackoff.WithRandomizationFactor(p.c.jitter),
 		cbackoff.WithMaxElapsedTime(p.c.maxElapsed),

@@ -80,9 +80,17 @@ func TestDefaultIsJitteredAndCapped(t *testing.T) {
 		t.Errorf("first step = %v, want in [250ms, 1s)", first)
 	}
 	for i, d := range got {
-		if d > 45*time.Second { // 30s cap plus 50% jitter
-			t.Errorf("step %d = %v, want at most 45s", i, d)
+		if d > 30*time.Second { // the cap holds with jitter
+			t.Errorf("step %d = %v, want at most 30s", i, d)
 		}
+	}
+	// At the cap, jitter still spreads the steps: [10s, 30s] for ±50%.
+	lo, hi := got[len(got)-1], got[len(got)-1]
+	for _, d := range got[50:] {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo >= 20*time.Second || hi <= 20*time.Second {
+		t.Errorf("steps 50-100 within [%v, %v], want spread across 20s", lo, hi)
 	}
 }
 
@@ -119,7 +127,7 @@ func TestNewExponentialRejectsBadOptions(t *testing.T) {
 				t.Errorf("NewExponential() = %v, want an error matching %v", err, backoff.ErrInvalidOption)
 			}
 			p := backoff.Exponential(tt.opt)
-			v, ok := p.(backoff.Validator)
+			v, ok := p.(interface{ Validate() error }) // what stream.New checks
 			if !ok || !errors.Is(v.Validate(), backoff.ErrInvalidOption) {
 				t.Errorf("Exponential().Validate() does not report the bad option")
 			}

@@ -7,8 +7,8 @@
 // A [Policy] is a recipe and is safe to share between any number of streams;
 // a [Sequence] is one stream's state and belongs to one goroutine.
 //
-// Stock policies: [Default] (jittered exponential, 500ms growing to 30s, no
-// limit), [Exponential] with options, [Constant], [None] (no delay at all;
+// Stock policies: [Default] (jittered exponential, 500ms growing to at most
+// 30s, no limit), [Exponential] with options, [Constant], [None] (no delay at all;
 // with a minimum restart delay this is client-go's RetryWatcher), and [Func]
 // to adapt any cenkalti BackOff constructor.
 //

@@ -22,10 +22,6 @@ const (
 	Expired
 )
 
-// NumActions is the number of actions; Action values are below it, so it can
-// size an array indexed by Action.
-const NumActions = int(Expired) + 1
-
 // String returns the action's lower-case name.
 func (a Action) String() string {
 	switch a {

@@ -2,14 +2,13 @@ package errclass
 
 import (
 	"errors"
-
 	"time"
 )
 
 // ErrExpired is matched (errors.Is) by errors marked with [CursorExpired], and
 // by the error a stream returns when a cursor expired and no resync hook took
 // over.
-var ErrExpired = errors.New("errclass: cursor expired; resume from a fresh cursor")
+var ErrExpired = errors.New("errclass: cursor expired")
 
 // marker is implemented by this package's marker errors.
 type marker interface {
@@ -74,60 +73,56 @@ func (e *expiredError) Is(target error) bool { return target == ErrExpired }
 func (e *expiredError) decision() Decision   { return Decision{Action: Expired} }
 
 // RetryAfterOf returns the delay of the first [RetryAfter] marker in err's
-// tree, and whether there is one.
+// tree, and whether there is one. It allocates nothing: it runs at every
+// clean end of a connection.
 func RetryAfterOf(err error) (time.Duration, bool) {
-	// A walk of our own rather than errors.As, which would allocate: this
-	// runs at every clean end of a connection.
-	return retryAfterOf(err, 0)
-}
-
-func retryAfterOf(err error, depth int) (time.Duration, bool) {
-	for err != nil && depth < maxDepth {
-		if ra, ok := err.(*retryAfterError); ok {
-			return ra.after, true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-			depth++
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if d, ok := retryAfterOf(e, depth+1); ok {
-					return d, true
-				}
-			}
-			return 0, false
-		default:
-			return 0, false
-		}
+	if ra, ok := first(err, isRetryAfter, 0).(*retryAfterError); ok {
+		return ra.after, true
 	}
 	return 0, false
+}
+
+func isRetryAfter(err error) bool {
+	_, ok := err.(*retryAfterError)
+	return ok
 }
 
 // permanenter is the optional interface of errors that know they are final,
 // for packages that do not import errclass.
 type permanenter interface{ Permanent() bool }
 
-// classifyMarkers walks err's tree in errors.Is order and returns the decision
-// of the first marker it meets, or Unknown.
+// classifyMarkers returns the decision of the first marker in err's tree, or
+// Unknown.
 func classifyMarkers(err error) Decision {
-	d, _ := walk(err, 0)
-	return d
+	switch e := first(err, isMarker, 0).(type) {
+	case marker:
+		return e.decision()
+	case permanenter:
+		return Decision{Action: Fail}
+	}
+	return Decision{}
+}
+
+func isMarker(err error) bool {
+	switch e := err.(type) {
+	case marker:
+		return true
+	case permanenter:
+		return e.Permanent()
+	}
+	return false
 }
 
 // maxDepth bounds the walk so that a pathological (cyclic) error tree cannot
 // hang a stream.
 const maxDepth = 100
 
-func walk(err error, depth int) (Decision, bool) {
+// first walks err's tree in errors.Is order (depth first, a joined error's
+// errors in turn) and returns the first error that match accepts, or nil.
+func first(err error, match func(error) bool, depth int) error {
 	for err != nil && depth < maxDepth {
-		switch e := err.(type) {
-		case marker:
-			return e.decision(), true
-		case permanenter:
-			if e.Permanent() {
-				return Decision{Action: Fail}, true
-			}
+		if match(err) {
+			return err
 		}
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -135,16 +130,16 @@ func walk(err error, depth int) (Decision, bool) {
 			depth++
 		case interface{ Unwrap() []error }:
 			for _, e := range u.Unwrap() {
-				if d, ok := walk(e, depth+1); ok {
-					return d, true
+				if f := first(e, match, depth+1); f != nil {
+					return f
 				}
 			}
-			return Decision{}, false
+			return nil
 		default:
-			return Decision{}, false
+			return nil
 		}
 	}
-	return Decision{}, false
+	return nil
 }
 
 // String is for debugging: "retry after 1s", "fail".

@@ -166,12 +166,12 @@ func cancelCase(t *testing.T, seed uint64, trigger cancelTrigger) {
 		return c, err
 	})
 	var r *stream.Resumer[propEvent, int64]
-	resync := func(context.Context, error) (int64, []propEvent, error) {
+	resync := func(context.Context, error, func(propEvent) error) (int64, error) {
 		at(cancelInResync, &resyncs)
 		if trigger == cancelInResync && rng.IntN(2) == 0 {
-			return 0, nil, errors.New("cancelled mid-listing")
+			return 0, errors.New("cancelled mid-listing")
 		}
-		return r.Cursor(), nil, nil
+		return r.Cursor(), nil
 	}
 	r, err := stream.New(source, streamtest.Extract[int64], store,
 		stream.WithBackoff(policy),

@@ -12,6 +12,7 @@ import (
 // may call [Resumer.Cursor] and [Resumer.Stats].
 //
 // Install them with [WithHooks]; C must be the Resumer's cursor type.
+// Several sets add up.
 type Hooks[C any] struct {
 	// OnConnect is called after Open succeeded.
 	OnConnect func(ConnectEvent[C])
@@ -20,8 +21,8 @@ type Hooks[C any] struct {
 	OnDisconnect func(DisconnectEvent[C])
 	// OnRetry is called when a reopen is scheduled, before the wait.
 	OnRetry func(RetryEvent[C])
-	// OnCommit is called after a cursor was committed (in memory; the Store
-	// follows the checkpoint options).
+	// OnCommit is called after a cursor was committed, and saved when the
+	// checkpoint options say so (OnSave follows).
 	OnCommit func(CommitEvent[C])
 	// OnSave is called after the Store was saved, or failed to save.
 	OnSave func(SaveEvent[C])
@@ -47,7 +48,9 @@ type DisconnectEvent[C any] struct {
 	// Decision is the classifier's verdict; for a clean end its Action is
 	// [errclass.Retry].
 	Decision errclass.Decision
-	// Clean reports a clean end (io.EOF), which counts as no failure.
+	// Clean reports an end that is no failure: io.EOF from Recv, or a
+	// connection the idle watchdog closed while the handler held an event
+	// (Err then matches [ErrIdleTimeout]).
 	Clean bool
 	// Opened reports whether the connection had been opened (false: Open
 	// or the initial Store.Load failed).
@@ -70,6 +73,10 @@ const (
 	DelayServer
 	// DelayMinRestart: the minimum restart delay ([WithMinRestartDelay]).
 	DelayMinRestart
+	// DelayPoll: the wait after a connection that delivered nothing: the
+	// poll interval ([WithPollInterval]) or, without one, the guard
+	// against a server that accepts and closes at once.
+	DelayPoll
 )
 
 // String returns the reason's name.
@@ -83,6 +90,8 @@ func (r DelayReason) String() string {
 		return "server"
 	case DelayMinRestart:
 		return "min-restart"
+	case DelayPoll:
+		return "poll"
 	}
 	return "unknown"
 }
@@ -97,8 +106,8 @@ type RetryEvent[C any] struct {
 	Delay time.Duration
 	// Reason says where Delay came from.
 	Reason DelayReason
-	// Attempt counts consecutive failures, this one included (0 after a
-	// clean end of a connection that made progress).
+	// Attempt counts consecutive failures, this one included: 0 after a
+	// clean end, which is never a failure and ends a streak of them.
 	Attempt int
 	// After is the cursor the next Open asks for.
 	After C
@@ -138,4 +147,33 @@ type ResyncEvent[C any] struct {
 	From, To C
 	// Replayed is how many events the resync delivered.
 	Replayed int
+}
+
+// joinHooks returns one set of hooks that calls every set of hs in order.
+func joinHooks[C any](hs []Hooks[C]) Hooks[C] {
+	var j Hooks[C]
+	for _, h := range hs {
+		j.OnConnect = join(j.OnConnect, h.OnConnect)
+		j.OnDisconnect = join(j.OnDisconnect, h.OnDisconnect)
+		j.OnRetry = join(j.OnRetry, h.OnRetry)
+		j.OnCommit = join(j.OnCommit, h.OnCommit)
+		j.OnSave = join(j.OnSave, h.OnSave)
+		j.OnExpired = join(j.OnExpired, h.OnExpired)
+		j.OnResync = join(j.OnResync, h.OnResync)
+	}
+	return j
+}
+
+// join returns a function that calls a then b; either may be nil.
+func join[E any](a, b func(E)) func(E) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(e E) {
+		a(e)
+		b(e)
+	}
 }

@@ -1,20 +1,19 @@
 package stream_test
 
-// What each misuse gets (issue 7): every one a clear error or a documented
-// behaviour, none a panic or a hang — except a panic of the caller's own
-// code, which the Resumer does not recover and lets through after closing
-// the Conn. The want column of this table is the README's "misuse → what
-// you get" table.
+// What each misuse gets: a clear error or a documented behaviour, never a
+// hang, and a panic only where the caller's own code panicked (the Resumer
+// does not recover it, and lets it through after closing the Conn and saving
+// the committed cursor). docs/misuse.md is the table of these tests.
 
 import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
@@ -23,781 +22,528 @@ import (
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
 
-// misuseBound bounds every Run of this file; it detects hangs, it is not a
-// timing check.
-const misuseBound = 10 * time.Second
-
-type misuseResumer = stream.Resumer[propEvent, int64]
-
-func misuseSource(n int, script ...streamtest.Step) *streamtest.Source[int64] {
-	return streamtest.NewSource(propLog()[:n], script...)
+func TestNewRefusesBadArguments(t *testing.T) {
+	src := streamtest.NewSource(letters(1))
+	store := cursor.NewMemory[int64](0)
+	var (
+		nilSource     *streamtest.Source[string]
+		nilFuncSource stream.SourceFunc[ev, int64]
+		nilStore      *cursor.Memory[int64]
+	)
+	tests := []struct {
+		name      string
+		src       stream.Source[ev, int64]
+		noExtract bool
+		store     cursor.Store[int64]
+		opts      []stream.Option
+		mention   []string // what the message names
+	}{
+		{name: "nil Source", src: nil, store: store, mention: []string{"nil Source"}},
+		{name: "typed-nil Source", src: nilSource, store: store, mention: []string{"nil Source"}},
+		{name: "nil SourceFunc", src: nilFuncSource, store: store, mention: []string{"nil Source"}},
+		{name: "nil Extractor", src: src, noExtract: true, store: store, mention: []string{"nil Extractor"}},
+		{name: "nil Store", src: src, store: nil, mention: []string{"nil Store"}},
+		{name: "typed-nil Store", src: src, store: nilStore, mention: []string{"nil Store"}},
+		{name: "several at once", src: nil, noExtract: true, store: nil, opts: []stream.Option{stream.WithMinRestartDelay(-1)},
+			mention: []string{"nil Source", "nil Extractor", "nil Store", "WithMinRestartDelay"}},
+		{name: "negative minimum restart delay", src: src, store: store, opts: []stream.Option{stream.WithMinRestartDelay(-time.Second)},
+			mention: []string{"WithMinRestartDelay(-1s)"}},
+		{name: "negative checkpoint interval", src: src, store: store, opts: []stream.Option{stream.WithCheckpointInterval(-time.Second)},
+			mention: []string{"WithCheckpointInterval"}},
+		{name: "negative checkpoint count", src: src, store: store, opts: []stream.Option{stream.WithCheckpointEvery(-1)},
+			mention: []string{"WithCheckpointEvery(-1)"}},
+		{name: "zero final-save timeout", src: src, store: store, opts: []stream.Option{stream.WithFinalSaveTimeout(0)},
+			mention: []string{"WithFinalSaveTimeout"}},
+		{name: "negative poll interval", src: src, store: store, opts: []stream.Option{stream.WithPollInterval(-time.Second)},
+			mention: []string{"WithPollInterval"}},
+		{name: "negative idle timeout", src: src, store: store, opts: []stream.Option{stream.WithIdleTimeout(-time.Second)},
+			mention: []string{"WithIdleTimeout"}},
+		{name: "negative max server delay", src: src, store: store, opts: []stream.Option{stream.WithMaxServerDelay(-time.Second)},
+			mention: []string{"WithMaxServerDelay"}},
+		{name: "typed-nil limiter", src: src, store: store, opts: []stream.Option{stream.WithOpenLimiter((*countingLimiter)(nil))},
+			mention: []string{"WithOpenLimiter", "*stream_test.countingLimiter"}},
+		{name: "out-of-range exponential backoff", src: src, store: store,
+			opts: []stream.Option{stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(-time.Second)))},
+			mention: []string{"WithBackoff", "initial interval"}},
+		{name: "hooks for another cursor type", src: src, store: store, opts: []stream.Option{stream.WithHooks(stream.Hooks[string]{})},
+			mention: []string{"WithHooks", "cursor type string", "cursor type int64"}},
+		{name: "a cursor order for another cursor type", src: src, store: store, opts: []stream.Option{stream.WithCursorOrder(strings.Compare)},
+			mention: []string{"WithCursorOrder", "cursor type string", "cursor type int64"}},
+		{name: "a resync for another event type", src: src, store: store,
+			opts: []stream.Option{stream.WithResync(func(context.Context, error, func(string) error) (int64, error) { return 0, nil })},
+			mention: []string{"WithResync", "events of type string", "streamtest.Event[string]"}},
+		{name: "a resync for another cursor type", src: src, store: store,
+			opts: []stream.Option{stream.WithResync(func(context.Context, error, func(ev) error) (string, error) { return "", nil })},
+			mention: []string{"WithResync", "cursor type string", "cursor type int64"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := extract
+			if tt.noExtract {
+				x = nil
+			}
+			r, err := stream.New(tt.src, x, tt.store, tt.opts...)
+			if r != nil || !errors.Is(err, stream.ErrInvalidOption) {
+				t.Fatalf("New() = %v, %v, want nil and an error matching %v", r, err, stream.ErrInvalidOption)
+			}
+			for _, m := range tt.mention {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("New() = %q, want a message that names %q", err, m)
+				}
+			}
+		})
+	}
+	t.Run("out-of-range exponential backoff matches backoff.ErrInvalidOption", func(t *testing.T) {
+		_, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Exponential(backoff.WithJitter(2))))
+		if !errors.Is(err, backoff.ErrInvalidOption) {
+			t.Errorf("New() = %v, want an error matching %v", err, backoff.ErrInvalidOption)
+		}
+	})
 }
 
-func misuseNew(t *testing.T, src stream.Source[propEvent, int64], opts ...stream.Option) *misuseResumer {
-	t.Helper()
-	r, err := stream.New(src, streamtest.Extract[int64], cursor.NewMemory[int64](0),
-		append([]stream.Option{stream.WithBackoff(backoff.None())}, opts...)...)
+func TestNewAcceptsNils(t *testing.T) {
+	r, err := stream.New(streamtest.NewSource(letters(1)), extract, cursor.NewMemory[int64](0),
+		nil, stream.WithLogger(nil), stream.WithClassifier(nil), stream.WithBackoff(nil), stream.WithOpenLimiter(nil),
+		stream.WithCursorOrder[int64](nil), stream.WithResync[ev, int64](nil))
+	if err != nil || r == nil {
+		t.Fatalf("New() = %v, %v, want a Resumer", r, err)
+	}
+}
+
+func TestRunRefusesNilHandlerAndContext(t *testing.T) {
+	src := streamtest.NewSource(letters(3))
+	r := newResumer(t, src)
+	if err, p := runBounded(t, context.Background(), r, nil); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("Run(ctx, nil) = %v (panic %v), want %v", err, p, stream.ErrInvalidOption)
+	}
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if err, p := runBounded(t, nil, r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("Run(nil, ...) = %v (panic %v), want %v", err, p, stream.ErrInvalidOption)
+	}
+	if n := len(src.Opens()); n != 0 {
+		t.Errorf("%d Opens, want 0", n)
+	}
+}
+
+// Negative delays where they can only mean zero (backoff.Constant,
+// errclass.RetryAfter, a classifier's Decision.After) are taken as zero.
+func TestNegativeDelaysMeanZero(t *testing.T) {
+	negative := errclass.Func(func(error) errclass.Decision {
+		return errclass.Decision{Action: errclass.Retry, After: -time.Hour}
+	})
+	src := streamtest.NewSource(letters(4),
+		streamtest.Step{Kind: streamtest.DelayAfter, K: 1, Delay: -time.Hour},
+		streamtest.Step{Kind: streamtest.BreakAfter, K: 1})
+	var got []stream.RetryEvent[int64]
+	r := newResumer(t, src, stream.WithBackoff(backoff.Constant(-time.Hour)),
+		stream.WithClassifier(errclass.Chain(errclass.Markers(), negative)), retries(&got))
+	seen, err := collect(t, r)
 	if err != nil {
-		t.Fatalf("New() = %v", err)
+		t.Fatalf("Run() = %v, want nil", err)
 	}
-	return r
-}
-
-// misuseRun runs r on another goroutine and returns what Run returned, or
-// what it panicked with; it fails the test if Run does not return within
-// misuseBound.
-func misuseRun(t *testing.T, ctx context.Context, r *misuseResumer, handle func(context.Context, propEvent) error) (err error, panicked any) {
-	t.Helper()
-	type result struct {
-		err      error
-		panicked any
+	if diff := cmp.Diff(seqs(1, 4), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
 	}
-	done := make(chan result, 1)
-	go func() {
-		var res result
-		defer func() {
-			res.panicked = recover()
-			done <- res
-		}()
-		res.err = r.Run(ctx, handle)
-	}()
-	select {
-	case res := <-done:
-		return res.err, res.panicked
-	case <-time.After(misuseBound):
-		t.Fatalf("Run did not return within %v", misuseBound)
-		return nil, nil
-	}
-}
-
-// misuseCollect is a handler that records the sequence numbers it sees.
-func misuseCollect(seen *[]int64) func(context.Context, propEvent) error {
-	return func(_ context.Context, e propEvent) error {
-		*seen = append(*seen, e.Seq)
-		return nil
-	}
-}
-
-func misuseSeqs(from, to int64) []int64 {
-	var out []int64
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
-func misuseEqual[E comparable](a, b []E) bool { return slices.Equal(a, b) }
-
-// misuseConn wraps a Conn to misbehave.
-type misuseConn struct {
-	stream.Conn[propEvent]
-	recv func(ctx context.Context, n int) (propEvent, error, bool) // true: use this result
-	n    int
-}
-
-func (c *misuseConn) Recv(ctx context.Context) (propEvent, error) {
-	c.n++
-	if c.recv != nil {
-		if e, err, ok := c.recv(ctx, c.n); ok {
-			return e, err
+	for i, e := range got {
+		if e.Delay != 0 {
+			t.Errorf("reopen %d after %v, want 0", i, e.Delay)
 		}
 	}
-	return c.Conn.Recv(ctx)
 }
 
-// misuseWrap returns a Source whose Conns are src's, wrapped by wrap.
-func misuseWrap(src *streamtest.Source[int64], wrap func(stream.Conn[propEvent]) stream.Conn[propEvent]) stream.Source[propEvent, int64] {
-	return stream.SourceFunc[propEvent, int64](func(ctx context.Context, after int64) (stream.Conn[propEvent], error) {
-		c, err := src.Open(ctx, after)
-		if err != nil {
-			return nil, err
+func TestOutOfRangeActionFallsToDefault(t *testing.T) {
+	bogus := errclass.Func(func(error) errclass.Decision { return errclass.Decision{Action: 42} })
+	r := newResumer(t, streamtest.NewSource(letters(3), streamtest.Step{Kind: streamtest.BreakAfter, K: 1}), stream.WithClassifier(bogus))
+	if _, err := collect(t, r); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if got := r.Stats().Retried; got != 1 {
+		t.Errorf("Stats().Retried = %d, want 1", got)
+	}
+}
+
+// A Conn whose Recv returns (zero, nil) forever: each zero event is
+// delivered (cursors are opaque) until ctx ends; with a cursor order, the
+// first zero cursor after a positive one is refused.
+func TestZeroEventsForever(t *testing.T) {
+	zeros := func(src stream.Source[ev, int64], after int) stream.Source[ev, int64] {
+		return wrapConns(src, func(c stream.Conn[ev]) stream.Conn[ev] {
+			n := 0
+			return recvFunc{Conn: c, recv: func(ctx context.Context) (ev, error) {
+				if n++; n > after {
+					return ev{}, nil
+				}
+				return c.Recv(ctx)
+			}}
+		})
+	}
+	t.Run("opaque cursors", func(t *testing.T) {
+		src := streamtest.NewSource(letters(3))
+		r := newResumer(t, zeros(src, 0))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		n := 0
+		err, p := runBounded(t, ctx, r, func(_ context.Context, e ev) error {
+			if e != (ev{}) {
+				t.Errorf("handled %v, want the zero event", e)
+			}
+			if n++; n == 1000 {
+				cancel()
+			}
+			return nil
+		})
+		if p != nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("Run() = %v (panic %v), want %v", err, p, context.Canceled)
 		}
-		return wrap(c), nil
+		if live := src.Live(); live != 0 {
+			t.Errorf("%d connections left open, want 0", live)
+		}
+	})
+	t.Run("with a cursor order", func(t *testing.T) {
+		src := streamtest.NewSource(letters(3))
+		r := newResumer(t, zeros(src, 2), stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
+		var seen []int64
+		if err, p := runBounded(t, context.Background(), r, record(&seen)); p != nil || !errors.Is(err, stream.ErrCursorRegressed) {
+			t.Errorf("Run() = %v (panic %v), want %v", err, p, stream.ErrCursorRegressed)
+		}
+		if diff := cmp.Diff(seqs(1, 2), seen); diff != "" || r.Cursor() != 2 || src.Live() != 0 {
+			t.Errorf("Cursor() = %d, %d open, events (-want +got):\n%s", r.Cursor(), src.Live(), diff)
+		}
 	})
 }
 
 // nilConn is a Conn type whose methods dereference their receiver.
 type nilConn struct{ closed bool }
 
-func (c *nilConn) Recv(context.Context) (propEvent, error) { return propEvent{}, io.EOF }
-func (c *nilConn) Close() error                            { c.closed = true; return nil }
+func (c *nilConn) Recv(context.Context) (ev, error) { return ev{}, io.EOF }
+func (c *nilConn) Close() error                     { c.closed = true; return nil }
 
-func TestMisuse(t *testing.T) {
-	t.Parallel()
-	store := cursor.NewMemory[int64](0)
-	extract := streamtest.Extract[int64]
-	var nilSource *streamtest.Source[int64]
-	var nilStore *cursor.Memory[int64]
-	var nilFuncSource stream.SourceFunc[propEvent, int64]
-
-	// newErr checks that New refuses the arguments with ErrInvalidOption
-	// and, when mention is set, says so in its message.
-	newErr := func(mention string, build func() (*misuseResumer, error)) func(t *testing.T) {
-		return func(t *testing.T) {
-			r, err := build()
-			if r != nil || !errors.Is(err, stream.ErrInvalidOption) {
-				t.Fatalf("New() = %v, %v, want nil and an error matching %v", r, err, stream.ErrInvalidOption)
-			}
-			if !strings.Contains(err.Error(), mention) {
-				t.Errorf("New() = %q, want a message that mentions %q", err, mention)
-			}
-		}
-	}
-
+// Open returning (nil, nil) or a typed-nil Conn: a failure matching
+// ErrNilConn, retried by default, with no nil-pointer panic.
+func TestOpenReturnsNoConn(t *testing.T) {
 	tests := []struct {
-		name  string // the misuse
-		want  string // what you get: the README's row
-		check func(t *testing.T)
+		name string
+		conn stream.Conn[ev]
 	}{
-		{
-			name:  "nil Source",
-			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nil, extract, store) }),
-		},
-		{
-			name:  "typed-nil Source (a nil *T or nil SourceFunc)",
-			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nilSource, extract, store) }),
-		},
-		{
-			name:  "nil SourceFunc",
-			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Source is nil", func() (*misuseResumer, error) { return stream.New(nilFuncSource, extract, store) }),
-		},
-		{
-			name: "nil Extractor",
-			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("Extractor is nil", func() (*misuseResumer, error) {
-				return stream.New[propEvent, int64](misuseSource(1), nil, store)
-			}),
-		},
-		{
-			name:  "nil Store",
-			want:  "New returns an error matching ErrInvalidOption that points to cursor.NewMemory",
-			check: newErr("cursor.NewMemory", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nil) }),
-		},
-		{
-			name:  "typed-nil Store",
-			want:  "New returns an error matching ErrInvalidOption",
-			check: newErr("Store is nil", func() (*misuseResumer, error) { return stream.New(misuseSource(1), extract, nilStore) }),
-		},
-		{
-			name: "several bad arguments at once",
-			want: "New returns one error that lists each of them",
-			check: newErr("Extractor is nil", func() (*misuseResumer, error) {
-				return stream.New[propEvent, int64](nil, nil, nil, stream.WithMinRestartDelay(-1))
-			}),
-		},
-		{
-			name: "nil Option",
-			want: "ignored",
-			check: func(t *testing.T) {
-				if _, err := stream.New(misuseSource(1), extract, store, nil, nil); err != nil {
-					t.Errorf("New() = %v, want nil", err)
-				}
-			},
-		},
-		{
-			name: "nil handler",
-			want: "Run returns an error matching ErrInvalidOption; nothing is opened",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				r := misuseNew(t, src)
-				if err, p := misuseRun(t, context.Background(), r, nil); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
-					t.Errorf("Run() = %v (panic %v), want %v", err, p, stream.ErrInvalidOption)
-				}
-				if n := len(src.Opens()); n != 0 {
-					t.Errorf("%d Opens, want 0", n)
-				}
-			},
-		},
-		{
-			name: "nil context",
-			want: "Run returns an error matching ErrInvalidOption (like http.NewRequestWithContext), not a nil-pointer panic",
-			check: func(t *testing.T) {
-				r := misuseNew(t, misuseSource(3))
-				//lint:ignore SA1012 a nil context is the misuse under test
-				err, p := misuseRun(t, nil, r, func(context.Context, propEvent) error { return nil })
-				if p != nil || !errors.Is(err, stream.ErrInvalidOption) {
-					t.Errorf("Run(nil, ...) = %v, panic %v; want an error matching %v and no panic", err, p, stream.ErrInvalidOption)
-				}
-			},
-		},
-		{
-			name: "negative minimum restart delay",
-			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("WithMinRestartDelay", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithMinRestartDelay(-time.Second))
-			}),
-		},
-		{
-			name: "negative checkpoint interval",
-			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("WithCheckpointInterval", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithCheckpointInterval(-time.Second))
-			}),
-		},
-		{
-			name: "negative checkpoint count",
-			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("WithCheckpointEvery", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithCheckpointEvery(-1))
-			}),
-		},
-		{
-			name: "zero or negative final-save timeout",
-			want: "New returns an error matching ErrInvalidOption",
-			check: newErr("WithFinalSaveTimeout", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithFinalSaveTimeout(0))
-			}),
-		},
-		{
-			name: "out-of-range exponential backoff (negative interval, multiplier < 1, jitter > 1)",
-			want: "New returns an error matching ErrInvalidOption and backoff.ErrInvalidOption",
-			check: func(t *testing.T) {
-				_, err := stream.New(misuseSource(1), extract, store,
-					stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(-time.Second))))
-				if !errors.Is(err, stream.ErrInvalidOption) || !errors.Is(err, backoff.ErrInvalidOption) {
-					t.Errorf("New() = %v, want an error matching %v and %v", err, stream.ErrInvalidOption, backoff.ErrInvalidOption)
-				}
-			},
-		},
-		{
-			name: "negative delays where they can only mean zero (backoff.Constant, errclass.RetryAfter, a classifier's Decision.After, a DelayAfter step)",
-			want: "taken as zero: the reopen is immediate",
-			check: func(t *testing.T) {
-				negative := errclass.Func(func(error) errclass.Decision {
-					return errclass.Decision{Action: errclass.Retry, After: -time.Hour}
-				})
-				src := misuseSource(4,
-					streamtest.Step{Kind: streamtest.DelayAfter, K: 1, Delay: -time.Hour},
-					streamtest.Step{Kind: streamtest.BreakAfter, K: 1})
-				var delays []time.Duration
-				r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-					stream.WithBackoff(backoff.Constant(-time.Hour)),
-					stream.WithClassifier(errclass.Chain(errclass.Markers(), negative)),
-					stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { delays = append(delays, e.Delay) }}))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
-				}
-				if !misuseEqual(delays, []time.Duration{0, 0}) || !misuseEqual(seen, misuseSeqs(1, 4)) {
-					t.Errorf("delays %v, events %v; want [0 0] and 1..4", delays, seen)
-				}
-			},
-		},
-		{
-			name: "a classifier that answers an Action out of range",
-			want: "treated as Unknown: errclass.Default decides",
-			check: func(t *testing.T) {
-				bogus := errclass.Func(func(error) errclass.Decision { return errclass.Decision{Action: 42} })
-				r := misuseNew(t, misuseSource(3, streamtest.Step{Kind: streamtest.BreakAfter, K: 1}), stream.WithClassifier(bogus))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
-				}
-				if got := r.Stats().Failures[errclass.Retry]; got != 1 {
-					t.Errorf("Stats().Failures[Retry] = %d, want 1", got)
-				}
-			},
-		},
-		{
-			name: "a Conn whose Recv returns (zero, nil) forever",
-			want: "each zero event is delivered and committed (cursors are opaque); cancelling ctx still ends Run with ctx's error and closes the Conn",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				r := misuseNew(t, misuseWrap(src, func(c stream.Conn[propEvent]) stream.Conn[propEvent] {
-					return &misuseConn{Conn: c, recv: func(context.Context, int) (propEvent, error, bool) { return propEvent{}, nil, true }}
-				}))
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				zeros := 0
-				err, p := misuseRun(t, ctx, r, func(_ context.Context, e propEvent) error {
-					if e != (propEvent{}) {
-						t.Errorf("handled %v, want the zero event", e)
-					}
-					if zeros++; zeros == 1000 {
-						cancel()
-					}
-					return nil
-				})
-				if p != nil || !errors.Is(err, context.Canceled) {
-					t.Errorf("Run() = %v (panic %v), want %v", err, p, context.Canceled)
-				}
-				if live := src.Live(); live != 0 {
-					t.Errorf("%d connections left open, want 0", live)
-				}
-			},
-		},
-		{
-			name: "the same, with WithCursorOrder",
-			want: "Run returns an error matching ErrCursorRegressed at the first zero event after a positive cursor",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				r := misuseNew(t, misuseWrap(src, func(c stream.Conn[propEvent]) stream.Conn[propEvent] {
-					return &misuseConn{Conn: c, recv: func(_ context.Context, n int) (propEvent, error, bool) {
-						return propEvent{}, nil, n > 2
-					}}
-				}), stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); p != nil || !errors.Is(err, stream.ErrCursorRegressed) {
-					t.Errorf("Run() = %v (panic %v), want %v", err, p, stream.ErrCursorRegressed)
-				}
-				if !misuseEqual(seen, misuseSeqs(1, 2)) || r.Cursor() != 2 || src.Live() != 0 {
-					t.Errorf("events %v, Cursor() = %d, %d open; want 1..2, 2, 0", seen, r.Cursor(), src.Live())
-				}
-			},
-		},
-		{
-			name: "Source.Open returns (nil, nil)",
-			want: "a failure matching ErrNilConn, classified like any other (errclass.Default retries it)",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				calls := 0
-				var disconnects []error
-				r := misuseNew(t, stream.SourceFunc[propEvent, int64](func(ctx context.Context, after int64) (stream.Conn[propEvent], error) {
-					if calls++; calls == 1 {
-						return nil, nil
-					}
-					return src.Open(ctx, after)
-				}), stream.WithHooks(stream.Hooks[int64]{OnDisconnect: func(e stream.DisconnectEvent[int64]) { disconnects = append(disconnects, e.Err) }}))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
-				}
-				if len(disconnects) == 0 || !errors.Is(disconnects[0], stream.ErrNilConn) || !misuseEqual(seen, misuseSeqs(1, 3)) {
-					t.Errorf("disconnects %v, events %v; want ErrNilConn first, then 1..3", disconnects, seen)
-				}
-			},
-		},
-		{
-			name: "Source.Open returns a typed-nil Conn ((*T)(nil), nil)",
-			want: "the same as (nil, nil): ErrNilConn, retried — no nil-pointer panic in Recv or Close",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				calls := 0
-				var disconnects []error
-				r := misuseNew(t, stream.SourceFunc[propEvent, int64](func(ctx context.Context, after int64) (stream.Conn[propEvent], error) {
-					if calls++; calls == 1 {
-						var c *nilConn
-						return c, nil
-					}
-					return src.Open(ctx, after)
-				}), stream.WithHooks(stream.Hooks[int64]{OnDisconnect: func(e stream.DisconnectEvent[int64]) { disconnects = append(disconnects, e.Err) }}))
-				var seen []int64
-				err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen))
-				if p != nil {
-					t.Fatalf("Run() panicked: %v; want the typed-nil Conn treated as ErrNilConn", p)
-				}
-				if err != nil || len(disconnects) == 0 || !errors.Is(disconnects[0], stream.ErrNilConn) {
-					t.Errorf("Run() = %v, disconnects %v; want nil, and ErrNilConn first", err, disconnects)
-				}
-			},
-		},
-		{
-			name: "Source.Open returns a Conn and an error",
-			want: "the error is classified as an Open failure; the Conn is closed, not leaked",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				calls := 0
-				r := misuseNew(t, stream.SourceFunc[propEvent, int64](func(ctx context.Context, after int64) (stream.Conn[propEvent], error) {
-					c, err := src.Open(ctx, after)
-					if calls++; calls == 1 && err == nil {
-						return c, errors.New("handshake half done")
-					}
-					return c, err
-				}))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
-				}
-				if live := src.Live(); live != 0 {
-					t.Errorf("%d connections left open after Run, want 0: the Conn returned with the error leaked", live)
-				}
-			},
-		},
-		{
-			name: "Recv returns an event and an error",
-			want: "the error wins: the event is not delivered and comes again after the reopen",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				conns := 0
-				r := misuseNew(t, misuseWrap(src, func(c stream.Conn[propEvent]) stream.Conn[propEvent] {
-					conns++
-					first := conns == 1
-					return &misuseConn{Conn: c, recv: func(ctx context.Context, n int) (propEvent, error, bool) {
-						if !first || n != 2 {
-							return propEvent{}, nil, false
-						}
-						e, _ := c.Recv(ctx) // event 2, returned with an error
-						return e, errors.New("trailing garbage"), true
-					}}
-				}))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() = %v (panic %v), want nil", err, p)
-				}
-				if !misuseEqual(seen, misuseSeqs(1, 3)) {
-					t.Errorf("events %v, want 1..3 once each", seen)
-				}
-			},
-		},
-		{
-			name: "a Recv that panics (a Source bug)",
-			want: "not recovered: the panic reaches the caller of Run, after the Conn was closed and the committed cursor saved; the Resumer can Run again",
-			check: func(t *testing.T) {
-				src := misuseSource(5)
-				boom := errors.New("boom")
-				store := cursor.NewMemory[int64](0)
-				panicking := true
-				r, err := stream.New(misuseWrap(src, func(c stream.Conn[propEvent]) stream.Conn[propEvent] {
-					return &misuseConn{Conn: c, recv: func(_ context.Context, n int) (propEvent, error, bool) {
-						if panicking && n == 3 {
-							panic(boom)
-						}
-						return propEvent{}, nil, false
-					}}
-				}), extract, store)
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				var seen []int64
-				_, p := misuseRun(t, context.Background(), r, misuseCollect(&seen))
-				if p != boom {
-					t.Fatalf("Run() panicked with %v, want %v", p, boom)
-				}
-				if live := src.Live(); live != 0 {
-					t.Errorf("%d connections left open after the panic, want 0", live)
-				}
-				if got, _ := store.Load(context.Background()); got != 2 {
-					t.Errorf("the Store holds %d after the panic, want 2", got)
-				}
-				panicking = false
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("Run() after the panic = %v (panic %v), want nil", err, p)
-				}
-				if !misuseEqual(seen, misuseSeqs(1, 5)) {
-					t.Errorf("events %v, want 1..5 once each", seen)
-				}
-			},
-		},
-		{
-			name: "an Open that panics",
-			want: "not recovered: the panic reaches the caller of Run; no Conn was opened",
-			check: func(t *testing.T) {
-				r := misuseNew(t, stream.SourceFunc[propEvent, int64](func(context.Context, int64) (stream.Conn[propEvent], error) {
-					panic("open: boom")
-				}))
-				if _, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); p != "open: boom" {
-					t.Errorf("Run() panicked with %v, want %q", p, "open: boom")
-				}
-			},
-		},
-		{
-			name: "a handler that panics",
-			want: "not recovered: the panic reaches the caller of Run after the Conn was closed; the event is not committed, so the next Run delivers it again",
-			check: func(t *testing.T) {
-				src := misuseSource(4)
-				r := misuseNew(t, src)
-				_, p := misuseRun(t, context.Background(), r, func(_ context.Context, e propEvent) error {
-					if e.Seq == 2 {
-						panic("handler: boom")
-					}
-					return nil
-				})
-				if p != "handler: boom" {
-					t.Fatalf("Run() panicked with %v, want %q", p, "handler: boom")
-				}
-				if live := src.Live(); live != 0 || r.Cursor() != 1 {
-					t.Errorf("%d open, Cursor() = %d; want 0 open and 1", live, r.Cursor())
-				}
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil || !misuseEqual(seen, misuseSeqs(2, 4)) {
-					t.Errorf("next Run() = %v (panic %v), events %v; want nil and 2..4", err, p, seen)
-				}
-			},
-		},
-		{
-			name: "Run called while another Run or All is in progress on the same Resumer",
-			want: "returns (All yields) ErrAlreadyRunning at once; the running loop is not disturbed",
-			check: func(t *testing.T) {
-				src := misuseSource(3)
-				src.SetEndOfLog(streamtest.Wait)
-				r := misuseNew(t, src)
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				first := make(chan error, 1)
-				go func() { first <- r.Run(ctx, func(context.Context, propEvent) error { return nil }) }()
-				wctx, wcancel := context.WithTimeout(context.Background(), misuseBound)
-				defer wcancel()
-				if err := src.AwaitBlocked(wctx); err != nil {
-					t.Fatalf("the first Run never reached the end of the log: %v", err)
-				}
-				if err, p := misuseRun(t, context.Background(), r, func(context.Context, propEvent) error { return nil }); p != nil || !errors.Is(err, stream.ErrAlreadyRunning) {
-					t.Errorf("second Run() = %v (panic %v), want %v", err, p, stream.ErrAlreadyRunning)
-				}
-				var yielded []error
-				for _, err := range r.All(context.Background()) {
-					yielded = append(yielded, err)
-				}
-				if len(yielded) != 1 || !errors.Is(yielded[0], stream.ErrAlreadyRunning) {
-					t.Errorf("All() yielded %v, want one %v", yielded, stream.ErrAlreadyRunning)
-				}
-				src.Append(1) // the first Run still delivers
-				cancel()
-				if err := <-first; !errors.Is(err, context.Canceled) {
-					t.Errorf("first Run() = %v, want %v", err, context.Canceled)
-				}
-			},
-		},
-		{
-			name: "Run called from inside its own handler",
-			want: "the inner Run returns ErrAlreadyRunning; the outer one goes on",
-			check: func(t *testing.T) {
-				r := misuseNew(t, misuseSource(2))
-				var inner error
-				err, p := misuseRun(t, context.Background(), r, func(ctx context.Context, e propEvent) error {
-					if e.Seq == 1 {
-						inner = r.Run(ctx, func(context.Context, propEvent) error { return nil })
-					}
-					return nil
-				})
-				if err != nil || p != nil || !errors.Is(inner, stream.ErrAlreadyRunning) {
-					t.Errorf("outer Run() = %v (panic %v), inner Run() = %v; want nil and %v", err, p, inner, stream.ErrAlreadyRunning)
-				}
-			},
-		},
-		{
-			name: "Run called again after it returned",
-			want: "continues after the committed cursor (the Store is not loaded again)",
-			check: func(t *testing.T) {
-				src := misuseSource(5)
-				r := misuseNew(t, src)
-				refuse := errors.New("not now")
-				if err, _ := misuseRun(t, context.Background(), r, func(_ context.Context, e propEvent) error {
-					if e.Seq == 3 {
-						return refuse
-					}
-					return nil
-				}); err != refuse {
-					t.Fatalf("Run() = %v, want %v", err, refuse)
-				}
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil {
-					t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
-				}
-				opens := src.Opens()
-				if !misuseEqual(seen, misuseSeqs(3, 5)) || opens[len(opens)-1].After != 2 {
-					t.Errorf("events %v, last Open after %d; want 3..5 and 2", seen, opens[len(opens)-1].After)
-				}
-			},
-		},
-		{
-			name: "an extractor whose cursor goes backwards, with WithCursorOrder",
-			want: "Run returns an error matching ErrCursorRegressed; the event is not delivered and the cursor stays",
-			check: func(t *testing.T) {
-				backwards := func(e propEvent) (int64, error) {
-					if e.Seq == 3 {
-						return 1, nil
-					}
-					return e.Seq, nil
-				}
-				r, err := stream.New(misuseSource(5), backwards, cursor.NewMemory[int64](0),
-					stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); p != nil || !errors.Is(err, stream.ErrCursorRegressed) {
-					t.Fatalf("Run() = %v (panic %v), want %v", err, p, stream.ErrCursorRegressed)
-				}
-				if !misuseEqual(seen, misuseSeqs(1, 2)) || r.Cursor() != 2 {
-					t.Errorf("events %v, Cursor() = %d; want 1..2 and 2", seen, r.Cursor())
-				}
-			},
-		},
-		{
-			name: "the same without WithCursorOrder",
-			want: "delivered: cursors are opaque unless an order is given",
-			check: func(t *testing.T) {
-				backwards := func(e propEvent) (int64, error) {
-					if e.Seq == 3 {
-						return 1, nil
-					}
-					return e.Seq, nil
-				}
-				r, err := stream.New(misuseSource(5), backwards, cursor.NewMemory[int64](0))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil || !misuseEqual(seen, misuseSeqs(1, 5)) {
-					t.Errorf("Run() = %v (panic %v), events %v; want nil and 1..5", err, p, seen)
-				}
-			},
-		},
-		{
-			name: "an extractor that fails",
-			want: "Run returns an error matching ErrExtract and the extractor's error; the event is not delivered",
-			check: func(t *testing.T) {
-				bad := errors.New("no id")
-				r, err := stream.New(misuseSource(3), func(e propEvent) (int64, error) {
-					if e.Seq == 2 {
-						return 0, bad
-					}
-					return e.Seq, nil
-				}, cursor.NewMemory[int64](0))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); p != nil || !errors.Is(err, stream.ErrExtract) || !errors.Is(err, bad) {
-					t.Errorf("Run() = %v (panic %v), want an error matching %v and %v", err, p, stream.ErrExtract, bad)
-				}
-			},
-		},
-		{
-			name: "WithHooks[string] on a Resumer whose cursor is int64",
-			want: "New returns an error matching ErrInvalidOption naming both types",
-			check: newErr("string", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithHooks(stream.Hooks[string]{}))
-			}),
-		},
-		{
-			name: "WithCursorOrder over another cursor type",
-			want: "New returns an error matching ErrInvalidOption naming both types",
-			check: newErr("int64", func() (*misuseResumer, error) {
-				return stream.New(misuseSource(1), extract, store, stream.WithCursorOrder(strings.Compare))
-			}),
-		},
-		{
-			name: "WithResync with another event or cursor type",
-			want: "New returns an error matching ErrInvalidOption naming the Resumer's types",
-			check: newErr("int64", func() (*misuseResumer, error) {
-				wrongT := stream.WithResync(func(context.Context, error) (int64, []string, error) { return 0, nil, nil })
-				return stream.New(misuseSource(1), extract, store, wrongT)
-			}),
-		},
-		{
-			name: "an expired cursor without WithResync",
-			want: "Run returns an error matching errclass.ErrExpired and the failure",
-			check: func(t *testing.T) {
-				r := misuseNew(t, misuseSource(3, streamtest.Step{Kind: streamtest.ExpireAfter, K: 1}))
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); p != nil || !errors.Is(err, errclass.ErrExpired) || !errors.Is(err, streamtest.ErrInjected) {
-					t.Errorf("Run() = %v (panic %v), want an error matching %v and %v", err, p, errclass.ErrExpired, streamtest.ErrInjected)
-				}
-			},
-		},
-		{
-			name: "a resync hook that fails",
-			want: "its error is classified like any failure: errclass.Default retries it (the next Open meets the expired cursor and resyncs again)",
-			check: func(t *testing.T) {
-				calls := 0
-				var r *misuseResumer
-				r = misuseNew(t, misuseSource(3, streamtest.Step{Kind: streamtest.ExpireAfter, K: 1}, streamtest.Step{Kind: streamtest.ExpireAfter}),
-					stream.WithResync(func(context.Context, error) (int64, []propEvent, error) {
-						if calls++; calls == 1 {
-							return 0, nil, errors.New("listing failed")
-						}
-						return r.Cursor(), nil, nil
-					}))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil || calls != 2 || !misuseEqual(seen, misuseSeqs(1, 3)) {
-					t.Errorf("Run() = %v (panic %v), %d resync calls, events %v; want nil, 2, 1..3", err, p, calls, seen)
-				}
-			},
-		},
-		{
-			name: "a Store whose Load says the saved cursor expired, with WithResync",
-			want: "Run returns an error matching errclass.ErrExpired (a Store's verdict is not resynced), never an internal error",
-			check: func(t *testing.T) {
-				expired := errclass.CursorExpired(errors.New("saved cursor predates the retention window"))
-				r, err := stream.New(misuseSource(3), extract, misuseLoadStore{err: expired},
-					stream.WithBackoff(backoff.None()),
-					stream.WithResync(func(context.Context, error) (int64, []propEvent, error) { return 0, nil, nil }))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); p != nil || !errors.Is(err, errclass.ErrExpired) {
-					t.Errorf("Run() = %v (panic %v), want an error matching %v", err, p, errclass.ErrExpired)
-				}
-			},
-		},
-		{
-			name: "a Store whose final Save fails",
-			want: "Run's result is joined with the save error (errors.Is finds both); the in-memory cursor is kept and the next Run saves it",
-			check: func(t *testing.T) {
-				down := errors.New("disk full")
-				var fail atomic.Bool
-				fail.Store(true)
-				s := &misuseSaveStore{fail: &fail, err: down}
-				r, err := stream.New(misuseSource(3), extract, s, stream.WithCheckpointEvery(0))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); p != nil || !errors.Is(err, down) {
-					t.Fatalf("Run() = %v (panic %v), want an error matching %v", err, p, down)
-				}
-				fail.Store(false)
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(new([]int64))); err != nil || p != nil {
-					t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
-				}
-				if got, _ := s.Load(context.Background()); got != 3 || r.Cursor() != 3 {
-					t.Errorf("the Store holds %d, Cursor() = %d; want 3 and 3", got, r.Cursor())
-				}
-			},
-		},
-		{
-			name: "a Conn whose Close returns an error",
-			want: "ignored: the Conn is done with either way",
-			check: func(t *testing.T) {
-				src := misuseSource(3, streamtest.Step{Kind: streamtest.BreakAfter, K: 1})
-				r := misuseNew(t, misuseWrap(src, func(c stream.Conn[propEvent]) stream.Conn[propEvent] {
-					return misuseCloseErr{c}
-				}))
-				var seen []int64
-				if err, p := misuseRun(t, context.Background(), r, misuseCollect(&seen)); err != nil || p != nil || !misuseEqual(seen, misuseSeqs(1, 3)) {
-					t.Errorf("Run() = %v (panic %v), events %v; want nil and 1..3", err, p, seen)
-				}
-			},
-		},
+		{name: "nil", conn: nil},
+		{name: "typed nil", conn: (*nilConn)(nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%s: panicked: %v; want: %s", tt.name, p, tt.want)
+			src := streamtest.NewSource(letters(3))
+			calls := 0
+			var ends []stream.DisconnectEvent[int64]
+			r := newResumer(t, stream.SourceFunc[ev, int64](func(ctx context.Context, after int64) (stream.Conn[ev], error) {
+				if calls++; calls == 1 {
+					return tt.conn, nil
 				}
-			}()
-			tt.check(t)
+				return src.Open(ctx, after)
+			}), disconnects(&ends))
+			var seen []int64
+			if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+				t.Fatalf("Run() = %v (panic %v), want nil", err, p)
+			}
+			if len(ends) == 0 || !errors.Is(ends[0].Err, stream.ErrNilConn) {
+				t.Errorf("disconnects = %+v, want ErrNilConn first", ends)
+			}
+			if diff := cmp.Diff(seqs(1, 3), seen); diff != "" {
+				t.Errorf("handled events (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
 
-type misuseLoadStore struct{ err error }
-
-func (s misuseLoadStore) Load(context.Context) (int64, error) { return 0, s.err }
-func (s misuseLoadStore) Save(context.Context, int64) error   { return nil }
-
-type misuseSaveStore struct {
-	cursor.Memory[int64]
-	fail *atomic.Bool
-	err  error
-}
-
-func (s *misuseSaveStore) Save(ctx context.Context, c int64) error {
-	if s.fail.Load() {
-		return s.err
+// Open returning a Conn and an error: the error is classified; the Conn is
+// closed, not leaked.
+func TestOpenReturnsConnAndError(t *testing.T) {
+	src := streamtest.NewSource(letters(3))
+	calls := 0
+	r := newResumer(t, stream.SourceFunc[ev, int64](func(ctx context.Context, after int64) (stream.Conn[ev], error) {
+		c, err := src.Open(ctx, after)
+		if calls++; calls == 1 && err == nil {
+			return c, errors.New("handshake half done")
+		}
+		return c, err
+	}))
+	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
+		t.Fatalf("Run() = %v (panic %v), want nil", err, p)
 	}
-	return s.Memory.Save(ctx, c)
+	if live := src.Live(); live != 0 {
+		t.Errorf("%d connections left open after Run, want 0", live)
+	}
 }
 
-type misuseCloseErr struct{ stream.Conn[propEvent] }
+// Recv returning an event and an error: the error wins; the event comes
+// again after the reopen.
+func TestRecvReturnsEventAndError(t *testing.T) {
+	src := streamtest.NewSource(letters(3))
+	conns := 0
+	r := newResumer(t, wrapConns(src, func(c stream.Conn[ev]) stream.Conn[ev] {
+		conns++
+		first, n := conns == 1, 0
+		return recvFunc{Conn: c, recv: func(ctx context.Context) (ev, error) {
+			e, err := c.Recv(ctx)
+			if n++; first && n == 2 {
+				return e, errors.New("trailing garbage")
+			}
+			return e, err
+		}}
+	}))
+	seen, err := collect(t, r)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff(seqs(1, 3), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
+	}
+}
 
-func (c misuseCloseErr) Close() error {
+// A Recv that panics (a Source bug) is not recovered: the panic reaches the
+// caller of Run after the Conn was closed and the committed cursor saved;
+// the Resumer can Run again.
+func TestRecvPanicIsNotRecovered(t *testing.T) {
+	src := streamtest.NewSource(letters(5))
+	boom := errors.New("boom")
+	store := cursor.NewMemory[int64](0)
+	panicking := true
+	r, err := stream.New(wrapConns(src, func(c stream.Conn[ev]) stream.Conn[ev] {
+		n := 0
+		return recvFunc{Conn: c, recv: func(ctx context.Context) (ev, error) {
+			if n++; panicking && n == 3 {
+				panic(boom)
+			}
+			return c.Recv(ctx)
+		}}
+	}), extract, store, stream.WithCheckpointEvery(0))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	var seen []int64
+	if _, p := runBounded(t, context.Background(), r, record(&seen)); p != boom {
+		t.Fatalf("Run() panicked with %v, want %v", p, boom)
+	}
+	if live := src.Live(); live != 0 {
+		t.Errorf("%d connections left open after the panic, want 0", live)
+	}
+	if got, _ := store.Load(context.Background()); got != 2 {
+		t.Errorf("the Store holds %d after the panic, want 2", got)
+	}
+	panicking = false
+	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+		t.Fatalf("Run() after the panic = %v (panic %v), want nil", err, p)
+	}
+	if diff := cmp.Diff(seqs(1, 5), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenPanicIsNotRecovered(t *testing.T) {
+	r := newResumer(t, stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+		panic("open: boom")
+	}))
+	if _, p := runBounded(t, context.Background(), r, record(new([]int64))); p != "open: boom" {
+		t.Errorf("Run() panicked with %v, want %q", p, "open: boom")
+	}
+}
+
+// A handler that panics: the panic reaches the caller of Run after the Conn
+// was closed; the event is not committed, so the next Run delivers it again.
+func TestHandlerPanicIsNotRecovered(t *testing.T) {
+	src := streamtest.NewSource(letters(4))
+	r := newResumer(t, src)
+	_, p := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
+		if e.Seq == 2 {
+			panic("handler: boom")
+		}
+		return nil
+	})
+	if p != "handler: boom" {
+		t.Fatalf("Run() panicked with %v, want %q", p, "handler: boom")
+	}
+	if live := src.Live(); live != 0 || r.Cursor() != 1 {
+		t.Errorf("%d open, Cursor() = %d; want 0 open and 1", live, r.Cursor())
+	}
+	var seen []int64
+	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+		t.Fatalf("next Run() = %v (panic %v), want nil", err, p)
+	}
+	if diff := cmp.Diff(seqs(2, 4), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
+	}
+}
+
+// Run or All while another Run is in progress: ErrAlreadyRunning at once;
+// the running loop is undisturbed.
+func TestRunWhileRunning(t *testing.T) {
+	src := streamtest.NewSource(letters(3))
+	src.SetEndOfLog(streamtest.Wait)
+	r := newResumer(t, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), runBound)
+	defer wcancel()
+	if err := src.AwaitBlocked(wctx); err != nil {
+		t.Fatalf("the first Run never reached the end of the log: %v", err)
+	}
+	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrAlreadyRunning) {
+		t.Errorf("second Run() = %v (panic %v), want %v", err, p, stream.ErrAlreadyRunning)
+	}
+	var yielded []error
+	for _, err := range r.All(context.Background()) {
+		yielded = append(yielded, err)
+	}
+	if len(yielded) != 1 || !errors.Is(yielded[0], stream.ErrAlreadyRunning) {
+		t.Errorf("All() yielded %v, want one %v", yielded, stream.ErrAlreadyRunning)
+	}
+	src.Append("e4") // the first Run still delivers
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("first Run() = %v, want %v", err, context.Canceled)
+	}
+	if got := r.Cursor(); got != 4 {
+		t.Errorf("Cursor() = %d, want 4", got)
+	}
+}
+
+func TestRunFromItsOwnHandler(t *testing.T) {
+	r := newResumer(t, streamtest.NewSource(letters(2)))
+	var inner error
+	err, p := runBounded(t, context.Background(), r, func(ctx context.Context, e ev) error {
+		if e.Seq == 1 {
+			inner = r.Run(ctx, func(context.Context, ev) error { return nil })
+		}
+		return nil
+	})
+	if err != nil || p != nil || !errors.Is(inner, stream.ErrAlreadyRunning) {
+		t.Errorf("outer Run() = %v (panic %v), inner Run() = %v; want nil and %v", err, p, inner, stream.ErrAlreadyRunning)
+	}
+}
+
+// Run again after it returned continues after the committed cursor (the
+// Store is not loaded again).
+func TestRunAgainAfterReturn(t *testing.T) {
+	src := streamtest.NewSource(letters(5))
+	r := newResumer(t, src)
+	refuse := errors.New("not now")
+	if err, _ := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
+		if e.Seq == 3 {
+			return refuse
+		}
+		return nil
+	}); !errors.Is(err, refuse) {
+		t.Fatalf("Run() = %v, want %v", err, refuse)
+	}
+	var seen []int64
+	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+		t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
+	}
+	if diff := cmp.Diff(seqs(3, 5), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
+	}
+	if opens := src.Opens(); opens[len(opens)-1].After != 2 {
+		t.Errorf("last Open after %d, want 2", opens[len(opens)-1].After)
+	}
+}
+
+// An extractor whose cursor goes backwards: refused with a cursor order,
+// delivered without one (cursors are opaque).
+func TestCursorGoesBackwards(t *testing.T) {
+	tests := []struct {
+		name     string
+		ordered  bool
+		wantSeen []int64
+		wantErr  error
+	}{
+		{name: "with WithCursorOrder", ordered: true, wantSeen: seqs(1, 2), wantErr: stream.ErrCursorRegressed},
+		{name: "without", ordered: false, wantSeen: seqs(1, 5)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backwards := func(e ev) (int64, error) {
+				if e.Seq == 3 {
+					return 1, nil
+				}
+				return e.Seq, nil
+			}
+			var opts []stream.Option
+			if tt.ordered {
+				opts = append(opts, stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
+			}
+			r, err := stream.New(streamtest.NewSource(letters(5)), backwards, cursor.NewMemory[int64](0), opts...)
+			if err != nil {
+				t.Fatalf("New() = %v", err)
+			}
+			seen, err := collect(t, r)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("Run() = %v, want %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantSeen, seen); diff != "" {
+				t.Errorf("handled events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A Store whose Load says the saved cursor expired ends Run with
+// ErrExpired even with a resync hook: a Store's verdict is not resynced.
+func TestStoreLoadExpiredIsNotResynced(t *testing.T) {
+	expired := errclass.CursorExpired(errors.New("saved cursor predates the retention window"))
+	calls := 0
+	r, err := stream.New(streamtest.NewSource(letters(3)), extract, failingLoad{err: expired},
+		stream.WithBackoff(backoff.None()), stream.WithResync(replay(1, 3, &calls)))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, errclass.ErrExpired) {
+		t.Errorf("Run() = %v (panic %v), want an error matching %v", err, p, errclass.ErrExpired)
+	}
+	if calls != 0 {
+		t.Errorf("resync called %d times, want 0", calls)
+	}
+}
+
+// A final Save that fails is joined to Run's result and kept in Stats; the
+// in-memory cursor is kept and the next Run saves it.
+func TestFinalSaveFailureIsReportedAndRetried(t *testing.T) {
+	down := errors.New("disk full")
+	store := &flakyStore{fail: down}
+	r, err := stream.New(streamtest.NewSource(letters(3)), extract, store, stream.WithCheckpointEvery(0))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, down) {
+		t.Fatalf("Run() = %v (panic %v), want an error matching %v", err, p, down)
+	}
+	if err := r.Stats().FinalSaveError; !errors.Is(err, down) {
+		t.Errorf("Stats().FinalSaveError = %v, want an error matching %v", err, down)
+	}
+	store.setFail(nil)
+	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
+		t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
+	}
+	if got, _ := store.Load(context.Background()); got != 3 || r.Cursor() != 3 {
+		t.Errorf("the Store holds %d, Cursor() = %d; want 3 and 3", got, r.Cursor())
+	}
+}
+
+// closeErr is a Conn whose Close fails.
+type closeErr struct{ stream.Conn[ev] }
+
+func (c closeErr) Close() error {
 	_ = c.Conn.Close()
 	return errors.New("close: broken pipe")
+}
+
+func TestConnCloseErrorIsIgnored(t *testing.T) {
+	src := streamtest.NewSource(letters(3), streamtest.Step{Kind: streamtest.BreakAfter, K: 1})
+	r := newResumer(t, wrapConns(src, func(c stream.Conn[ev]) stream.Conn[ev] { return closeErr{c} }))
+	seen, err := collect(t, r)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff(seqs(1, 3), seen); diff != "" {
+		t.Errorf("handled events (-want +got):\n%s", diff)
+	}
 }

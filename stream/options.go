@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,7 +13,7 @@ import (
 )
 
 // Option configures a [Resumer]. Options are made by the With functions of
-// this package.
+// this package; a nil Option is ignored.
 type Option interface {
 	apply(*config)
 }
@@ -21,21 +22,35 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
+// DefaultMaxServerDelay is the cap on a server's requested delay unless
+// [WithMaxServerDelay] says otherwise.
+const DefaultMaxServerDelay = 10 * time.Minute
+
 // config is the non-generic part of a Resumer's settings. The typed settings
-// (hooks, order, resync) are stored behind any and checked against the
-// Resumer's type parameters once, in New.
+// (hooks, order, resync) are kept with the types they were made for and
+// checked against the Resumer's type parameters once, in New.
 type config struct {
 	classifier errclass.Classifier
 	policy     backoff.Policy
 	minRestart time.Duration
+	maxServer  time.Duration
+	poll       time.Duration
+	idle       time.Duration
+	limiter    Limiter
 	logger     *zap.Logger
 	everyN     int // -1: unset
 	interval   time.Duration
 	saveTO     time.Duration
-	hooks      any // Hooks[C]
-	order      any // func(a, b C) int
-	resync     any // ResyncFunc[T, C]
+	hooks      []typed // Hooks[C]
+	order      typed   // func(a, b C) int
+	resync     typed   // ResyncFunc[T, C]
 	errs       []error
+}
+
+// typed is a typed option's value with the type arguments it was made with.
+type typed struct {
+	v    any
+	t, c reflect.Type // T (nil when the option has none) and C
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -50,9 +65,11 @@ func WithClassifier(c errclass.Classifier) Option {
 }
 
 // WithBackoff sets the policy for the delay after a failure. The Resumer takes
-// one sequence from it and resets that sequence whenever a connection
-// committed a cursor. Nil means [backoff.Default], which is also the default.
-// A policy that reports an error from Validate makes New fail.
+// its sequences from it (one for failures, one for the guard after empty
+// clean ends; see [WithPollInterval]) and resets the failure sequence when a
+// connection ends cleanly or committed a cursor. Nil means [backoff.Default],
+// which is also the default. A policy with a method Validate() error that
+// reports an error (an out-of-range [backoff.Exponential]) makes New fail.
 func WithBackoff(p backoff.Policy) Option {
 	return optionFunc(func(cfg *config) { cfg.policy = p })
 }
@@ -62,19 +79,81 @@ func WithBackoff(p backoff.Policy) Option {
 // that lived longer than d reopens at once). Default 0. A negative d makes
 // New fail.
 func WithMinRestartDelay(d time.Duration) Option {
+	return durationOption("WithMinRestartDelay", d, func(cfg *config) { cfg.minRestart = d })
+}
+
+// WithMaxServerDelay caps the delay a server asks for (the After of an
+// [errclass.Decision]: Retry-After, Kubernetes' RetryAfterSeconds, SSE
+// retry:), so that a misconfigured or hostile server cannot park a stream
+// for a day. A larger request waits d. Default [DefaultMaxServerDelay]; 0
+// removes the cap; a negative d makes New fail.
+func WithMaxServerDelay(d time.Duration) Option {
+	return durationOption("WithMaxServerDelay", d, func(cfg *config) { cfg.maxServer = d })
+}
+
+// WithPollInterval sets the wait after a connection that ended cleanly
+// having delivered nothing (an empty page of a polled API, see [Pages]): the
+// next Open waits d, steadily, with no backoff step on top; a server's
+// requested delay still acts as a floor and the minimum restart delay still
+// applies. A connection that delivered events reopens at once.
+//
+// Without it (d = 0, the default) such a connection is guarded against a
+// server that accepts and closes at once: the next Open starts no sooner
+// than one step of the backoff policy (a sequence of its own, never the
+// failure budget) after the empty connection's Open started, so a quiet
+// stream that the server ends on schedule reopens at once; when the policy
+// has no positive step to give, the last one it gave, or one second, is used.
+// A negative d makes New fail.
+func WithPollInterval(d time.Duration) Option {
+	return durationOption("WithPollInterval", d, func(cfg *config) { cfg.poll = d })
+}
+
+// WithIdleTimeout turns on the stall watchdog: a connection that delivers no
+// event for d — progress-only events count — is closed by the Resumer, and
+// the failure, matching [ErrIdleTimeout], goes through the classifier
+// ([errclass.Default] retries it). It catches half-open connections (a peer
+// that vanished without a FIN, a NAT that dropped the flow) and works when
+// Recv ignores its context.
+//
+// The watchdog is coarse, so that the per-event path reads no clock: it
+// looks every d/4, and closes a connection after between d and 1.25·d
+// without an event. Time your handler spends on an event counts as quiet
+// time; if the watchdog closes the connection while the handler holds an
+// event, the Resumer reopens after that event without counting a failure.
+// It does not bound Open: give the transport its own timeouts. Default 0,
+// off; a negative d makes New fail.
+func WithIdleTimeout(d time.Duration) Option {
+	return durationOption("WithIdleTimeout", d, func(cfg *config) { cfg.idle = d })
+}
+
+// Limiter is a budget of Opens that many Resumers can share, so that
+// thousands of streams do not stampede a server that just came back. Wait
+// blocks until the caller may proceed, or returns an error (ctx's when ctx
+// ends). It must be safe for concurrent use. *rate.Limiter from
+// golang.org/x/time/rate satisfies it.
+type Limiter interface {
+	Wait(ctx context.Context) error
+}
+
+// WithOpenLimiter makes every Open, the first included, wait on l after the
+// reopen delay. A Resumer blocked on l returns promptly when its context
+// ends. An error from l.Wait while the context is live is a failure,
+// classified like any other. Nil means none, which is the default; a nil
+// pointer in a non-nil interface makes New fail.
+func WithOpenLimiter(l Limiter) Option {
 	return optionFunc(func(cfg *config) {
-		if d < 0 {
-			cfg.fail("WithMinRestartDelay(%v): the delay must not be negative", d)
+		if l != nil && isNil(l) {
+			cfg.fail("WithOpenLimiter: the Limiter is a nil %v", reflect.TypeOf(l))
 			return
 		}
-		cfg.minRestart = d
+		cfg.limiter = l
 	})
 }
 
 // WithLogger sets the logger. Reconnects are logged at Debug, retried
 // failures at Info with their attempt, cursor, delay, error and decision,
-// terminal failures at Warn; nothing per event above Debug. Nil means
-// zap.NewNop(), which is also the default.
+// terminal failures at Warn; nothing per event. Nil means zap.NewNop(),
+// which is also the default.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(cfg *config) { cfg.logger = l })
 }
@@ -92,7 +171,7 @@ func WithLogger(l *zap.Logger) Option {
 func WithCheckpointEvery(n int) Option {
 	return optionFunc(func(cfg *config) {
 		if n < 0 {
-			cfg.fail("WithCheckpointEvery(%d): the count must not be negative", n)
+			cfg.fail("WithCheckpointEvery(%d): negative count", n)
 			return
 		}
 		cfg.everyN = n
@@ -106,13 +185,7 @@ func WithCheckpointEvery(n int) Option {
 // of a quiet stream, until the connection ends) may be redelivered. A
 // negative d makes New fail; 0 turns interval saves off.
 func WithCheckpointInterval(d time.Duration) Option {
-	return optionFunc(func(cfg *config) {
-		if d < 0 {
-			cfg.fail("WithCheckpointInterval(%v): the interval must not be negative", d)
-			return
-		}
-		cfg.interval = d
-	})
+	return durationOption("WithCheckpointInterval", d, func(cfg *config) { cfg.interval = d })
 }
 
 // WithFinalSaveTimeout bounds the Store.Save made when Run or All returns,
@@ -122,17 +195,32 @@ func WithCheckpointInterval(d time.Duration) Option {
 func WithFinalSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(cfg *config) {
 		if d <= 0 {
-			cfg.fail("WithFinalSaveTimeout(%v): the timeout must be positive", d)
+			cfg.fail("WithFinalSaveTimeout(%v): the timeout is not positive", d)
 			return
 		}
 		cfg.saveTO = d
 	})
 }
 
+// durationOption is an option that sets a duration that must not be
+// negative.
+func durationOption(name string, d time.Duration, set func(*config)) Option {
+	return optionFunc(func(cfg *config) {
+		if d < 0 {
+			cfg.fail("%s(%v): negative duration", name, d)
+			return
+		}
+		set(cfg)
+	})
+}
+
 // WithHooks installs callbacks; see [Hooks]. C must be the Resumer's cursor
-// type, or New fails. Later WithHooks options replace earlier ones.
+// type, or New fails. Several WithHooks options add up: every set is
+// called, in the order given (a metrics collector beside hooks of your own).
 func WithHooks[C any](h Hooks[C]) Option {
-	return optionFunc(func(cfg *config) { cfg.hooks = h })
+	return optionFunc(func(cfg *config) {
+		cfg.hooks = append(cfg.hooks, typed{v: h, c: reflect.TypeFor[C]()})
+	})
 }
 
 // WithCursorOrder tells the Resumer how cursors are ordered (compare returns
@@ -140,34 +228,42 @@ func WithHooks[C any](h Hooks[C]) Option {
 // with [ErrCursorRegressed] when an event's cursor is before the committed
 // one, instead of delivering events out of order; an equal cursor is
 // allowed (a heartbeat may repeat it). C must be the Resumer's cursor type,
-// or New fails. Without it cursors are opaque.
+// or New fails. Without it cursors are opaque. Nil means none.
 func WithCursorOrder[C any](compare func(a, b C) int) Option {
 	return optionFunc(func(cfg *config) {
-		if compare == nil {
-			cfg.order = nil
-			return
+		cfg.order = typed{}
+		if compare != nil {
+			cfg.order = typed{v: compare, c: reflect.TypeFor[C]()}
 		}
-		cfg.order = compare
 	})
 }
 
 // ResyncFunc is called when a failure is classified [errclass.Expired]: the
-// cursor can no longer be resumed from. It returns the cursor to continue
-// after and the events to deliver first (a fresh listing, say). The
-// Resumer delivers replay to the handler in order, without extracting
-// cursors, then commits after. A ResyncFunc error is classified like any
-// failure (an Expired verdict on it ends Run).
-type ResyncFunc[T, C any] func(ctx context.Context, cause error) (after C, replay []T, err error)
+// cursor can no longer be resumed from. It streams the current state (a
+// fresh listing, say) through emit, which hands each event to the handler
+// (or the All loop body) and returns the handler's error — which the
+// function must then return at once — and returns the cursor to continue
+// after. The Resumer never holds the replay: emit delivers each event as it
+// comes, without extracting a cursor, and the returned cursor is committed
+// once the function returned nil.
+//
+// A ResyncFunc error is classified like any failure (retried by default:
+// the next Open meets the expired cursor again and the function is called
+// again, so the handler sees the replay from its start again); an Expired
+// verdict on it ends Run. A handler error from emit ends Run as it does
+// outside a resync. The reopen after a resync obeys the same delay rule as
+// any reopen after a failure.
+type ResyncFunc[T, C any] func(ctx context.Context, cause error, emit func(T) error) (C, error)
 
 // WithResync installs the function called when the cursor expired. T and C
 // must be the Resumer's type parameters, or New fails. Without it an expired
-// cursor ends Run with an error matching [errclass.ErrExpired].
+// cursor ends Run with an error matching [errclass.ErrExpired]. Nil means
+// none.
 func WithResync[T, C any](f ResyncFunc[T, C]) Option {
 	return optionFunc(func(cfg *config) {
-		if f == nil {
-			cfg.resync = nil
-			return
+		cfg.resync = typed{}
+		if f != nil {
+			cfg.resync = typed{v: f, t: reflect.TypeFor[T](), c: reflect.TypeFor[C]()}
 		}
-		cfg.resync = f
 	})
 }

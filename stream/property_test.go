@@ -238,22 +238,24 @@ func (g *propRig) hooks() stream.Hooks[int64] {
 
 // resync is the hook for expired cursors: it fails, continues at the
 // committed cursor, or replays a range after it, as the mix says.
-func (g *propRig) resync(_ context.Context, cause error) (int64, []propEvent, error) {
+func (g *propRig) resync(_ context.Context, cause error, emit func(propEvent) error) (int64, error) {
 	if !errors.Is(cause, errclass.ErrExpired) {
 		g.chk.fail("resync cause %v does not match %v", cause, errclass.ErrExpired)
 	}
 	if g.mix.resyncFaults && g.rng.IntN(4) == 0 {
-		return 0, nil, errPropResync
+		return 0, errPropResync
 	}
 	if !g.mix.replay {
-		return g.committed, nil, nil
+		return g.committed, nil
 	}
-	to := min(g.committed+int64(g.rng.IntN(50)), int64(len(g.log)))
-	replay := make([]propEvent, 0, to-g.committed)
-	for s := g.committed + 1; s <= to; s++ {
-		replay = append(replay, propEvent{Seq: s, Value: g.log[s-1]})
+	from := g.committed
+	to := min(from+int64(g.rng.IntN(50)), int64(len(g.log)))
+	for s := from + 1; s <= to; s++ {
+		if err := emit(propEvent{Seq: s, Value: g.log[s-1]}); err != nil {
+			return 0, err
+		}
 	}
-	return to, replay, nil
+	return to, nil
 }
 
 func (g *propRig) options(extra ...stream.Option) []stream.Option {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -21,74 +21,6 @@ import (
 	"github.com/resumable-go/resumable/stream"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
-
-type ev = streamtest.Event[string]
-
-var extract = streamtest.Extract[string]
-
-// letters returns n log entries "e1".."en".
-func letters(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("e%d", i+1)
-	}
-	return out
-}
-
-// collect runs r and returns the sequence numbers the handler saw.
-func collect(t *testing.T, r *stream.Resumer[ev, int64]) ([]int64, error) {
-	t.Helper()
-	var seen []int64
-	err := r.Run(context.Background(), func(_ context.Context, e ev) error {
-		seen = append(seen, e.Seq)
-		return nil
-	})
-	return seen, err
-}
-
-func seqs(from, to int64) []int64 {
-	var out []int64
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
-// countingPolicy records how its sequence is used and can give up.
-type countingPolicy struct {
-	mu     sync.Mutex
-	step   time.Duration
-	limit  int // give up after limit steps without reset (0: never)
-	nexts  int
-	resets int
-	run    int
-}
-
-func (p *countingPolicy) NewSequence() backoff.Sequence { return p }
-
-func (p *countingPolicy) Next() (time.Duration, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.nexts++
-	p.run++
-	if p.limit > 0 && p.run > p.limit {
-		return 0, false
-	}
-	return p.step, true
-}
-
-func (p *countingPolicy) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.resets++
-	p.run = 0
-}
-
-func (p *countingPolicy) counts() (nexts, resets int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nexts, p.resets
-}
 
 func TestRunDeliversInOrderAndCommitsAfterHandler(t *testing.T) {
 	errHandler := errors.New("handler refused")
@@ -213,19 +145,14 @@ func TestFailuresAreClassifiedTheSameFromOpenAndRecv(t *testing.T) {
 				if where == "recv" {
 					step = streamtest.Step{Kind: streamtest.BreakAfter, K: 1, Err: tt.err}
 				}
-				src := streamtest.NewSource(letters(3), step)
 				var decisions []errclass.Action
-				r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
+				r := newResumer(t, streamtest.NewSource(letters(3), step),
 					stream.WithClassifier(tt.classifier),
-					stream.WithBackoff(backoff.None()),
 					stream.WithHooks(stream.Hooks[int64]{OnDisconnect: func(e stream.DisconnectEvent[int64]) {
 						if !e.Clean {
 							decisions = append(decisions, e.Decision.Action)
 						}
 					}}))
-				if err != nil {
-					t.Fatalf("New() = %v", err)
-				}
 				seen, err := collect(t, r)
 				if diff := cmp.Diff([]errclass.Action{tt.wantAction}, decisions); diff != "" {
 					t.Errorf("decisions (-want +got):\n%s", diff)
@@ -251,76 +178,16 @@ func TestFailuresAreClassifiedTheSameFromOpenAndRecv(t *testing.T) {
 	}
 }
 
-func TestCleanEndReopensWithoutBackoffAfterProgress(t *testing.T) {
-	tests := []struct {
-		name             string
-		step             time.Duration
-		script           []streamtest.Step
-		wantNexts        int
-		wantBackoffWaits int
-	}{
-		{name: "eof after events takes no step", script: []streamtest.Step{
-			{Kind: streamtest.EndAfter, K: 2}, {Kind: streamtest.EndAfter, K: 2},
-		}, wantNexts: 0},
-		// A step far longer than a connection that closes at once lasts.
-		{name: "eof at once with no event takes a step", step: 20 * time.Millisecond, script: []streamtest.Step{
-			{Kind: streamtest.EndAfter, K: 0}, {Kind: streamtest.EndAfter, K: 0}, {Kind: streamtest.EndAfter, K: 1},
-		}, wantNexts: 2, wantBackoffWaits: 2},
-		{name: "a failure takes a step", script: []streamtest.Step{
-			{Kind: streamtest.BreakAfter, K: 1}, {Kind: streamtest.FailOpen},
-		}, wantNexts: 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			core, logs := observer.New(zapcore.InfoLevel)
-			policy := &countingPolicy{step: tt.step}
-			src := streamtest.NewSource(letters(5), tt.script...)
-			backoffWaits := 0
-			r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(policy), stream.WithLogger(zap.New(core)),
-				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) {
-					if e.Reason == stream.DelayBackoff {
-						backoffWaits++
-					}
-				}}))
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
-			seen, err := collect(t, r)
-			if err != nil {
-				t.Fatalf("Run() = %v, want nil", err)
-			}
-			if diff := cmp.Diff(seqs(1, 5), seen); diff != "" {
-				t.Errorf("handled events (-want +got):\n%s", diff)
-			}
-			if nexts, _ := policy.counts(); nexts != tt.wantNexts {
-				t.Errorf("backoff steps = %d, want %d", nexts, tt.wantNexts)
-			}
-			if backoffWaits != tt.wantBackoffWaits {
-				t.Errorf("waits set by the backoff = %d, want %d", backoffWaits, tt.wantBackoffWaits)
-			}
-			st := r.Stats()
-			if tt.wantNexts == 0 {
-				if st.Failures != ([errclass.NumActions]uint64{}) {
-					t.Errorf("Stats().Failures = %v, want none", st.Failures)
-				}
-				if n := logs.Len(); n != 0 {
-					t.Errorf("%d log entries at Info or above for clean ends, want 0: %v", n, logs.All())
-				}
-			}
-		})
-	}
-}
-
+// Each term of the delay rule, and which one sets the wait.
 func TestDelayIsTheLargestTerm(t *testing.T) {
-	const minRestart = 40 * time.Millisecond
 	tests := []struct {
 		name       string
 		step       streamtest.Step
 		policy     backoff.Policy
 		minRestart time.Duration
+		maxServer  time.Duration // 0: the default cap
 		wantReason stream.DelayReason
-		wantDelay  time.Duration // exact, or the upper bound for min-restart
+		wantDelay  time.Duration
 	}{
 		{name: "backoff step", step: streamtest.Step{Kind: streamtest.FailOpen},
 			policy: backoff.Constant(3 * time.Millisecond), wantReason: stream.DelayBackoff, wantDelay: 3 * time.Millisecond},
@@ -329,69 +196,81 @@ func TestDelayIsTheLargestTerm(t *testing.T) {
 		{name: "backoff beats server after", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Millisecond},
 			policy: backoff.Constant(6 * time.Millisecond), wantReason: stream.DelayBackoff, wantDelay: 6 * time.Millisecond},
 		{name: "min restart beats both", step: streamtest.Step{Kind: streamtest.FailOpen},
-			policy: backoff.Constant(time.Millisecond), minRestart: minRestart, wantReason: stream.DelayMinRestart, wantDelay: minRestart},
+			policy: backoff.Constant(time.Millisecond), minRestart: 40 * time.Millisecond, wantReason: stream.DelayMinRestart, wantDelay: 40 * time.Millisecond},
 		{name: "no delay at all", step: streamtest.Step{Kind: streamtest.FailOpen},
 			policy: backoff.None(), wantReason: stream.DelayNone, wantDelay: 0},
+		{name: "server delay capped by default", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: 24 * time.Hour},
+			policy: backoff.None(), wantReason: stream.DelayServer, wantDelay: stream.DefaultMaxServerDelay},
+		{name: "server delay capped by the option", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Hour},
+			policy: backoff.None(), maxServer: 2 * time.Second, wantReason: stream.DelayServer, wantDelay: 2 * time.Second},
+		{name: "the cap does not raise a small delay", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Second},
+			policy: backoff.None(), maxServer: 2 * time.Second, wantReason: stream.DelayServer, wantDelay: time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var retries []stream.RetryEvent[int64]
-			r, err := stream.New(streamtest.NewSource(letters(2), tt.step), extract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(tt.policy), stream.WithMinRestartDelay(tt.minRestart),
-				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
-			if _, err := collect(t, r); err != nil {
-				t.Fatalf("Run() = %v, want nil", err)
-			}
-			if len(retries) != 1 {
-				t.Fatalf("got %d retries, want 1", len(retries))
-			}
-			got := retries[0]
-			if got.Reason != tt.wantReason {
-				t.Errorf("Reason = %v, want %v", got.Reason, tt.wantReason)
-			}
-			if tt.wantReason == stream.DelayMinRestart {
-				if got.Delay <= 0 || got.Delay > tt.wantDelay {
-					t.Errorf("Delay = %v, want in (0, %v]", got.Delay, tt.wantDelay)
+			synctest.Test(t, func(t *testing.T) {
+				var got []stream.RetryEvent[int64]
+				opts := []stream.Option{stream.WithBackoff(tt.policy), stream.WithMinRestartDelay(tt.minRestart), retries(&got)}
+				if tt.maxServer > 0 {
+					opts = append(opts, stream.WithMaxServerDelay(tt.maxServer))
 				}
-			} else if got.Delay != tt.wantDelay {
-				t.Errorf("Delay = %v, want %v", got.Delay, tt.wantDelay)
-			}
+				src := streamtest.NewSource(letters(2), tt.step)
+				r := newResumer(t, src, opts...)
+				if _, err := collect(t, r); err != nil {
+					t.Fatalf("Run() = %v, want nil", err)
+				}
+				if len(got) != 1 {
+					t.Fatalf("got %d retries, want 1", len(got))
+				}
+				if got[0].Reason != tt.wantReason || got[0].Delay != tt.wantDelay {
+					t.Errorf("retry = %v (%v), want %v (%v)", got[0].Delay, got[0].Reason, tt.wantDelay, tt.wantReason)
+				}
+				opens := src.Opens()
+				if waited := opens[1].At.Sub(opens[0].At); waited != tt.wantDelay {
+					t.Errorf("the second Open came %v after the first, want %v", waited, tt.wantDelay)
+				}
+			})
 		})
 	}
 }
 
-func TestMinRestartDelayIsNonSliding(t *testing.T) {
-	const minRestart = 5 * time.Millisecond
-	var retries []stream.RetryEvent[int64]
-	src := streamtest.NewSource(letters(3), streamtest.Step{Kind: streamtest.EndAfter, K: 1})
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithMinRestartDelay(minRestart),
-		stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	err = r.Run(context.Background(), func(_ context.Context, e ev) error {
-		// The first connection outlives the minimum restart delay.
-		if e.Seq == 1 {
-			start := src.Opens()[0].At
-			for time.Since(start) <= minRestart {
-				runtime.Gosched()
-			}
+func TestMaxServerDelayZeroRemovesTheCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []stream.RetryEvent[int64]
+		src := streamtest.NewSource(letters(1), streamtest.Step{Kind: streamtest.DelayAfter, Delay: 24 * time.Hour})
+		r := newResumer(t, src, stream.WithMaxServerDelay(0), retries(&got))
+		if _, err := collect(t, r); err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
 		}
-		return nil
+		if len(got) != 1 || got[0].Delay != 24*time.Hour {
+			t.Errorf("retries = %+v, want one of 24h", got)
+		}
 	})
-	if err != nil {
-		t.Fatalf("Run() = %v, want nil", err)
-	}
-	if len(retries) != 1 {
-		t.Fatalf("got %d retries, want 1", len(retries))
-	}
-	if got := retries[0]; got.Delay != 0 || got.Reason != stream.DelayNone {
-		t.Errorf("retry after a long connection = %v (%v), want 0 (none)", got.Delay, got.Reason)
-	}
+}
+
+func TestMinRestartDelayIsNonSliding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const minRestart = 5 * time.Second
+		var got []stream.RetryEvent[int64]
+		src := streamtest.NewSource(letters(3), streamtest.Step{Kind: streamtest.EndAfter, K: 1}, streamtest.Step{Kind: streamtest.EndAfter, K: 1})
+		r := newResumer(t, src, stream.WithMinRestartDelay(minRestart), retries(&got))
+		err := r.Run(context.Background(), func(_ context.Context, e ev) error {
+			if e.Seq == 1 {
+				time.Sleep(2 * minRestart) // the first connection outlives the minimum
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		want := []time.Duration{0, minRestart}
+		if len(got) != 2 || got[0].Delay != want[0] || got[1].Delay != want[1] {
+			t.Fatalf("retries = %+v, want delays %v", got, want)
+		}
+		if got[1].Reason != stream.DelayMinRestart {
+			t.Errorf("second retry reason = %v, want %v", got[1].Reason, stream.DelayMinRestart)
+		}
+	})
 }
 
 func TestBackoffResetsAfterProgressAndGivesUp(t *testing.T) {
@@ -400,15 +279,13 @@ func TestBackoffResetsAfterProgressAndGivesUp(t *testing.T) {
 	src := streamtest.NewSource(letters(3),
 		streamtest.Step{Kind: streamtest.FailOpen, Err: errDown},
 		streamtest.Step{Kind: streamtest.FailOpen, Err: errDown},
-		streamtest.Step{Kind: streamtest.BreakAfter, K: 1, Err: errDown}, // progress: resets
+		streamtest.Step{Kind: streamtest.BreakAfter, K: 1, Err: errDown}, // progress: a new streak
 		streamtest.Step{Kind: streamtest.FailOpen, Err: errDown},
 		streamtest.Step{Kind: streamtest.FailOpen, Err: errDown},
 		// the third failure in a row gives up before this step
 	)
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(policy))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
+	var got []stream.RetryEvent[int64]
+	r := newResumer(t, src, stream.WithBackoff(policy), retries(&got))
 	seen, err := collect(t, r)
 	if !errors.Is(err, stream.ErrRetriesExhausted) || !errors.Is(err, errDown) {
 		t.Fatalf("Run() = %v, want an error matching %v and %v", err, stream.ErrRetriesExhausted, errDown)
@@ -416,9 +293,15 @@ func TestBackoffResetsAfterProgressAndGivesUp(t *testing.T) {
 	if diff := cmp.Diff(seqs(1, 1), seen); diff != "" {
 		t.Errorf("handled events (-want +got):\n%s", diff)
 	}
-	// Reset at the start of Run and after the progressing connection.
-	if nexts, resets := policy.counts(); nexts != 5 || resets != 2 {
-		t.Errorf("backoff nexts, resets = %d, %d, want 5, 2", nexts, resets)
+	var attempts []int
+	for _, e := range got {
+		attempts = append(attempts, e.Attempt)
+	}
+	if diff := cmp.Diff([]int{1, 2, 1, 2}, attempts); diff != "" {
+		t.Errorf("attempts of the scheduled reopens (-want +got):\n%s", diff)
+	}
+	if nexts, _ := policy.counts(); nexts != 5 {
+		t.Errorf("backoff steps drawn = %d, want 5 (the fifth gave up)", nexts)
 	}
 }
 
@@ -431,40 +314,26 @@ func TestCancellation(t *testing.T) {
 		{name: "recv ignores ctx", script: []streamtest.Step{{Kind: streamtest.BlockAfter, K: 1}}, policy: backoff.None()},
 		{name: "waiting for backoff", script: []streamtest.Step{{Kind: streamtest.BreakAfter, K: 1}}, policy: backoff.Constant(time.Hour)},
 		{name: "waiting for server delay", script: []streamtest.Step{{Kind: streamtest.DelayAfter, K: 0, Delay: time.Hour}}, policy: backoff.None()},
+		{name: "open blocks until ctx ends", script: []streamtest.Step{{Kind: streamtest.BlockOpen}}, policy: backoff.None()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := streamtest.NewSource(letters(3), tt.script...)
-			ctx, cancel := context.WithCancel(context.Background())
-			// Cancel once the loop is stuck: after the first Open.
-			stuck := make(chan struct{})
-			var once sync.Once
-			go func() {
-				<-stuck
+			synctest.Test(t, func(t *testing.T) {
+				src := streamtest.NewSource(letters(3), tt.script...)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				r := newResumer(t, src, stream.WithBackoff(tt.policy))
+				done := make(chan error, 1)
+				go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
+				synctest.Wait() // Run is stuck: in Recv, Open or a wait
 				cancel()
-			}()
-			r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(tt.policy),
-				stream.WithHooks(stream.Hooks[int64]{
-					OnConnect: func(stream.ConnectEvent[int64]) { once.Do(func() { close(stuck) }) },
-					OnRetry:   func(stream.RetryEvent[int64]) { once.Do(func() { close(stuck) }) },
-				}))
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
-			select {
-			case err := <-done:
-				if !errors.Is(err, context.Canceled) {
+				if err := <-done; !errors.Is(err, context.Canceled) {
 					t.Fatalf("Run() = %v, want %v", err, context.Canceled)
 				}
-			case <-time.After(10 * time.Second):
-				cancel()
-				t.Fatal("Run() did not return within 10s of cancellation")
-			}
-			if live := src.Live(); live != 0 {
-				t.Errorf("%d connections left open, want 0", live)
-			}
+				if live := src.Live(); live != 0 {
+					t.Errorf("%d connections left open, want 0", live)
+				}
+			})
 		})
 	}
 }
@@ -473,10 +342,7 @@ func TestCancelledBeforeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	src := streamtest.NewSource(letters(3))
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
+	r := newResumer(t, src)
 	if err := r.Run(ctx, func(context.Context, ev) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
 	}
@@ -503,11 +369,7 @@ func TestAll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := stream.New(streamtest.NewSource(letters(4), tt.script...), extract, cursor.NewMemory[int64](0),
-				stream.WithBackoff(backoff.None()))
-			if err != nil {
-				t.Fatalf("New() = %v", err)
-			}
+			r := newResumer(t, streamtest.NewSource(letters(4), tt.script...))
 			var seen []int64
 			var errs []error
 			for e, err := range r.All(context.Background()) {
@@ -555,56 +417,44 @@ func TestAllBreakClosesConnAndLeavesEventUncommitted(t *testing.T) {
 	if live := src.Live(); live != 0 {
 		t.Errorf("%d connections left open after break, want 0", live)
 	}
+	if err := r.Stats().FinalSaveError; err != nil {
+		t.Errorf("Stats().FinalSaveError = %v, want nil", err)
+	}
 }
 
-func TestNewRejectsBadInput(t *testing.T) {
-	src := streamtest.NewSource(letters(1))
-	store := cursor.NewMemory[int64](0)
-	var nilSource *streamtest.Source[string]
-	var nilStore *cursor.Memory[int64]
-	tests := []struct {
-		name    string
-		build   func() (*stream.Resumer[ev, int64], error)
-		wantErr bool
-	}{
-		{name: "valid", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(src, extract, store) }},
-		{name: "nil source", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(nil, extract, store) }, wantErr: true},
-		{name: "typed nil source", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(nilSource, extract, store) }, wantErr: true},
-		{name: "nil extractor", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(src, nil, store) }, wantErr: true},
-		{name: "nil store", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(src, extract, nil) }, wantErr: true},
-		{name: "typed nil store", build: func() (*stream.Resumer[ev, int64], error) { return stream.New(src, extract, nilStore) }, wantErr: true},
-		{name: "negative min restart", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, stream.WithMinRestartDelay(-time.Second))
-		}, wantErr: true},
-		{name: "negative checkpoint count", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, stream.WithCheckpointEvery(-1))
-		}, wantErr: true},
-		{name: "negative checkpoint interval", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, stream.WithCheckpointInterval(-time.Second))
-		}, wantErr: true},
-		{name: "invalid backoff", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, stream.WithBackoff(backoff.Exponential(backoff.WithMultiplier(0.5))))
-		}, wantErr: true},
-		{name: "hooks of another cursor type", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, stream.WithHooks(stream.Hooks[string]{}))
-		}, wantErr: true},
-		{name: "nil logger, classifier, backoff and options are fine", build: func() (*stream.Resumer[ev, int64], error) {
-			return stream.New(src, extract, store, nil, stream.WithLogger(nil), stream.WithClassifier(nil), stream.WithBackoff(nil))
-		}},
+// A loop body that breaks out of All cannot be yielded an error: a failed
+// final save is reported in Stats.
+func TestAllBreakReportsAFailedFinalSave(t *testing.T) {
+	errDisk := errors.New("disk full")
+	store := &flakyStore{}
+	src := streamtest.NewSource(letters(5))
+	src.SetEndOfLog(streamtest.Wait)
+	r, err := stream.New(src, extract, store, stream.WithCheckpointEvery(0))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r, err := tt.build()
-			if tt.wantErr {
-				if !errors.Is(err, stream.ErrInvalidOption) || r != nil {
-					t.Fatalf("New() = %v, %v, want nil and an error matching %v", r, err, stream.ErrInvalidOption)
-				}
-				return
-			}
-			if err != nil || r == nil {
-				t.Fatalf("New() = %v, %v, want a Resumer", r, err)
-			}
-		})
+	for e, err := range r.All(context.Background()) {
+		if err != nil {
+			t.Fatalf("All() yielded %v", err)
+		}
+		if e.Seq == 3 {
+			store.setFail(errDisk)
+			break
+		}
+	}
+	if err := r.Stats().FinalSaveError; !errors.Is(err, errDisk) {
+		t.Fatalf("Stats().FinalSaveError = %v, want an error matching %v", err, errDisk)
+	}
+	// The next run saves the cursor, and clears the error.
+	store.setFail(nil)
+	for range r.All(context.Background()) {
+		break
+	}
+	if err := r.Stats().FinalSaveError; err != nil {
+		t.Errorf("Stats().FinalSaveError after a good save = %v, want nil", err)
+	}
+	if got, _ := store.Load(context.Background()); got != 2 {
+		t.Errorf("Store.Load() = %d, want 2", got)
 	}
 }
 
@@ -614,11 +464,7 @@ func TestLogging(t *testing.T) {
 		streamtest.Step{Kind: streamtest.BreakAfter, K: 1, Err: errors.New("connection reset")},
 		streamtest.Step{Kind: streamtest.EndAfter, K: 1},
 	)
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.Constant(time.Millisecond)), stream.WithLogger(zap.New(core)))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
+	r := newResumer(t, src, stream.WithLogger(zap.New(core)))
 	if _, err := collect(t, r); err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
@@ -656,17 +502,13 @@ func TestStatsAndHooks(t *testing.T) {
 		streamtest.Step{Kind: streamtest.FailOpen},
 		streamtest.Step{Kind: streamtest.EndAfter, K: 2},
 	)
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()),
-		stream.WithHooks(stream.Hooks[int64]{
-			OnConnect:    func(stream.ConnectEvent[int64]) { count("connect") },
-			OnDisconnect: func(stream.DisconnectEvent[int64]) { count("disconnect") },
-			OnRetry:      func(stream.RetryEvent[int64]) { count("retry") },
-			OnCommit:     func(stream.CommitEvent[int64]) { count("commit") },
-			OnSave:       func(stream.SaveEvent[int64]) { count("save") },
-		}))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
+	r := newResumer(t, src, stream.WithHooks(stream.Hooks[int64]{
+		OnConnect:    func(stream.ConnectEvent[int64]) { count("connect") },
+		OnDisconnect: func(stream.DisconnectEvent[int64]) { count("disconnect") },
+		OnRetry:      func(stream.RetryEvent[int64]) { count("retry") },
+		OnCommit:     func(stream.CommitEvent[int64]) { count("commit") },
+		OnSave:       func(stream.SaveEvent[int64]) { count("save") },
+	}))
 	if _, err := collect(t, r); err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
@@ -674,11 +516,24 @@ func TestStatsAndHooks(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hook calls (-want +got):\n%s", diff)
 	}
-	st := r.Stats()
-	wantStats := stream.Stats[int64]{Cursor: 4, Events: 4, Opens: 2, CleanEnds: 1, Saves: 4, LastError: streamtest.ErrInjected}
-	wantStats.Failures[errclass.Retry] = 1
-	if diff := cmp.Diff(wantStats, st, cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) || errors.Is(b, a) })); diff != "" {
+	wantStats := stream.Stats[int64]{Cursor: 4, Events: 4, Opens: 2, CleanEnds: 1, Retried: 1, Saves: 4, LastError: streamtest.ErrInjected}
+	if diff := cmp.Diff(wantStats, r.Stats(), cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) || errors.Is(b, a) })); diff != "" {
 		t.Errorf("Stats() (-want +got):\n%s", diff)
+	}
+}
+
+// Several WithHooks options add up, called in the order given.
+func TestHooksAddUp(t *testing.T) {
+	var calls []string
+	hook := func(name string) stream.Option {
+		return stream.WithHooks(stream.Hooks[int64]{OnCommit: func(stream.CommitEvent[int64]) { calls = append(calls, name) }})
+	}
+	r := newResumer(t, streamtest.NewSource(letters(2)), hook("metrics"), stream.WithHooks(stream.Hooks[int64]{}), hook("mine"))
+	if _, err := collect(t, r); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff([]string{"metrics", "mine", "metrics", "mine"}, calls); diff != "" {
+		t.Errorf("OnCommit calls (-want +got):\n%s", diff)
 	}
 }
 
@@ -702,25 +557,6 @@ func TestProgressOnlyEventsAdvanceWithoutDelivery(t *testing.T) {
 	}
 }
 
-// flakyStore fails Save while fail is set, and counts saves.
-type flakyStore struct {
-	cursor.Memory[int64]
-	mu    sync.Mutex
-	fail  error
-	saves int
-}
-
-func (s *flakyStore) Save(ctx context.Context, c int64) error {
-	s.mu.Lock()
-	err := s.fail
-	s.saves++
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return s.Memory.Save(ctx, c)
-}
-
 func TestStoreSaveFailureIsClassified(t *testing.T) {
 	errDisk := errors.New("disk full")
 	tests := []struct {
@@ -735,13 +571,9 @@ func TestStoreSaveFailureIsClassified(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &flakyStore{fail: tt.fail}
-			var failures int
 			r, err := stream.New(streamtest.NewSource(letters(5)), extract, store, stream.WithBackoff(backoff.None()),
 				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(stream.RetryEvent[int64]) {
-					failures++
-					store.mu.Lock()
-					store.fail = nil // the disk recovers
-					store.mu.Unlock()
+					store.setFail(nil) // the disk recovers
 				}}))
 			if err != nil {
 				t.Fatalf("New() = %v", err)
@@ -780,18 +612,18 @@ func TestCheckpointCadence(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
-			var lagging bool
+			var ahead bool
 			err = r.Run(context.Background(), func(ctx context.Context, e ev) error {
 				// The store is never ahead of what the handler finished.
 				if saved, _ := store.Load(ctx); saved >= e.Seq {
-					lagging = true
+					ahead = true
 				}
 				return nil
 			})
 			if err != nil {
 				t.Fatalf("Run() = %v, want nil", err)
 			}
-			if lagging {
+			if ahead {
 				t.Error("the store was ahead of the handler")
 			}
 			if store.saves != tt.wantSaves {
@@ -802,6 +634,27 @@ func TestCheckpointCadence(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCheckpointIntervalSavesOnSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &flakyStore{}
+		src := streamtest.NewSource(letters(10))
+		r, err := stream.New(src, extract, store, stream.WithCheckpointInterval(time.Minute))
+		if err != nil {
+			t.Fatalf("New() = %v", err)
+		}
+		err = r.Run(context.Background(), func(context.Context, ev) error {
+			time.Sleep(25 * time.Second) // ten events over 250s: saves at 75s, 150s, 225s
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if store.saves != 4 {
+			t.Errorf("saves = %d, want 4 (three on schedule, the final one)", store.saves)
+		}
+	})
 }
 
 func TestFinalSaveOnCancel(t *testing.T) {
@@ -838,128 +691,16 @@ func TestLoadFailureIsClassified(t *testing.T) {
 	}
 }
 
-type failingLoad struct{ err error }
-
-func (f failingLoad) Load(context.Context) (int64, error) { return 0, f.err }
-func (f failingLoad) Save(context.Context, int64) error   { return nil }
-
-func TestResyncOnExpiredCursor(t *testing.T) {
-	src := streamtest.NewSource(letters(6), streamtest.Step{Kind: streamtest.ExpireAfter, K: 2})
-	var resyncs []stream.ResyncEvent[int64]
-	resync := func(ctx context.Context, cause error) (int64, []ev, error) {
-		if !errors.Is(cause, errclass.ErrExpired) {
-			t.Errorf("resync cause %v does not match ErrExpired", cause)
-		}
-		// A fresh listing: replay event 3 and 4, continue after 4.
-		return 4, []ev{{Seq: 3, Value: "e3"}, {Seq: 4, Value: "e4"}}, nil
-	}
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithResync(resync),
-		stream.WithHooks(stream.Hooks[int64]{OnResync: func(e stream.ResyncEvent[int64]) { resyncs = append(resyncs, e) }}))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	seen, err := collect(t, r)
-	if err != nil {
-		t.Fatalf("Run() = %v, want nil", err)
-	}
-	if diff := cmp.Diff(seqs(1, 6), seen); diff != "" {
-		t.Errorf("handled events (-want +got):\n%s", diff)
-	}
-	if len(resyncs) != 1 || resyncs[0].From != 2 || resyncs[0].To != 4 || resyncs[0].Replayed != 2 {
-		t.Errorf("resyncs = %+v, want one from 2 to 4 replaying 2", resyncs)
-	}
-	opens := src.Opens()
-	if got := opens[len(opens)-1].After; got != 4 {
-		t.Errorf("last Open after %d, want 4", got)
-	}
-}
-
-func TestResyncFailureIsClassified(t *testing.T) {
-	src := streamtest.NewSource(letters(3))
-	src.ExpireThrough(0)
-	src.AddSteps(streamtest.Step{Kind: streamtest.ExpireAfter, K: 0}, streamtest.Step{Kind: streamtest.ExpireAfter, K: 0})
-	calls := 0
-	resync := func(context.Context, error) (int64, []ev, error) {
-		calls++
-		if calls == 1 {
-			return 0, nil, errors.New("list failed")
-		}
-		return 0, nil, nil
-	}
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()), stream.WithResync(resync))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	seen, err := collect(t, r)
-	if err != nil {
-		t.Fatalf("Run() = %v, want nil", err)
-	}
-	if diff := cmp.Diff(seqs(1, 3), seen); diff != "" {
-		t.Errorf("handled events (-want +got):\n%s", diff)
-	}
-	if calls != 2 {
-		t.Errorf("resync called %d times, want 2", calls)
-	}
-}
-
 func TestEndOfStreamFromOpen(t *testing.T) {
 	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
 		return nil, fmt.Errorf("204 no content: %w", stream.ErrEndOfStream)
 	})
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	if _, err := collect(t, r); err != nil {
+	if _, err := collect(t, newResumer(t, src)); err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
 }
 
 var _ io.Closer = stream.Conn[int](nil)
-
-// eofConn delivers one event, then ends cleanly with err.
-type eofConn struct {
-	sent bool
-	err  error
-}
-
-func (c *eofConn) Recv(context.Context) (ev, error) {
-	if c.sent {
-		return ev{}, c.err
-	}
-	c.sent = true
-	return ev{Seq: 1}, nil
-}
-
-func (c *eofConn) Close() error { return nil }
-
-func TestCleanEndHonoursServerDelay(t *testing.T) {
-	opens := 0
-	src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
-		opens++
-		if opens > 1 {
-			return nil, stream.ErrEndOfStream
-		}
-		// SSE: the server set retry: 30ms, then closed the connection.
-		return &eofConn{err: errclass.RetryAfter(io.EOF, 30*time.Millisecond)}, nil
-	})
-	var retries []stream.RetryEvent[int64]
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()),
-		stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	if _, err := collect(t, r); err != nil {
-		t.Fatalf("Run() = %v, want nil", err)
-	}
-	if len(retries) != 1 || retries[0].Reason != stream.DelayServer || retries[0].Delay != 30*time.Millisecond {
-		t.Fatalf("retries = %+v, want one of 30ms for the server", retries)
-	}
-	if st := r.Stats(); st.CleanEnds != 1 || st.Failures[errclass.Retry] != 0 {
-		t.Errorf("Stats() clean ends %d, retried failures %d, want 1, 0", st.CleanEnds, st.Failures[errclass.Retry])
-	}
-}
 
 // ctxSource is a streamtest source whose connections' Recv respect ctx at
 // the end of the log (streamtest.Wait), declared through ContextRespecter.
@@ -970,12 +711,9 @@ func (ctxSource) RecvRespectsContext() bool { return true }
 func TestContextRespecterSkipsTheWatcher(t *testing.T) {
 	src := streamtest.NewSource(letters(3))
 	src.SetEndOfLog(streamtest.Wait)
-	r, err := stream.New[ev, int64](ctxSource{src}, extract, cursor.NewMemory[int64](0))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
+	r := newResumer(t, ctxSource{src})
 	ctx, cancel := context.WithCancel(context.Background())
-	err = r.Run(ctx, func(_ context.Context, e ev) error {
+	err := r.Run(ctx, func(_ context.Context, e ev) error {
 		if e.Seq == 3 {
 			cancel() // Recv then waits at the end of the log, on ctx alone
 		}
@@ -986,61 +724,5 @@ func TestContextRespecterSkipsTheWatcher(t *testing.T) {
 	}
 	if live := src.Live(); live != 0 {
 		t.Errorf("%d connections left open, want 0", live)
-	}
-}
-
-// idleConn delivers nothing and ends cleanly once it has been open longer
-// than lifetime: a quiet stream whose server ends it on schedule.
-type idleConn struct {
-	opened   time.Time
-	lifetime time.Duration
-}
-
-func (c *idleConn) Recv(context.Context) (ev, error) {
-	for time.Since(c.opened) <= c.lifetime {
-		runtime.Gosched()
-	}
-	return ev{}, io.EOF
-}
-
-func (c *idleConn) Close() error { return nil }
-
-// An idle connection the server ends on schedule is no failure: no backoff
-// step, no attempt counted, so a policy that gives up after N attempts never
-// stops a healthy quiet stream; nothing logged above Debug.
-func TestIdleCleanEndTakesNoStep(t *testing.T) {
-	const idleEnds = 5
-	opens := 0
-	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
-		opens++
-		if opens > idleEnds {
-			return nil, stream.ErrEndOfStream
-		}
-		return &idleConn{opened: time.Now(), lifetime: 2 * time.Millisecond}, nil
-	})
-	core, logs := observer.New(zapcore.InfoLevel)
-	var retries []stream.RetryEvent[int64]
-	// A policy whose step (1ms) is shorter than each idle connection, and
-	// which gives up after 2 steps in a row.
-	policy := &countingPolicy{step: time.Millisecond, limit: 2}
-	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(policy), stream.WithLogger(zap.New(core)),
-		stream.WithHooks(stream.Hooks[int64]{OnRetry: func(e stream.RetryEvent[int64]) { retries = append(retries, e) }}))
-	if err != nil {
-		t.Fatalf("New() = %v", err)
-	}
-	if _, err := collect(t, r); err != nil {
-		t.Fatalf("Run() = %v, want nil: idle ends must not exhaust the backoff", err)
-	}
-	if len(retries) != idleEnds {
-		t.Fatalf("got %d retries, want %d", len(retries), idleEnds)
-	}
-	for i, e := range retries {
-		if e.Attempt != 0 || e.Reason != stream.DelayNone || e.Delay != 0 {
-			t.Errorf("retry %d = attempt %d, %v (%v), want attempt 0, no delay", i, e.Attempt, e.Delay, e.Reason)
-		}
-	}
-	if n := logs.Len(); n != 0 {
-		t.Errorf("%d log entries at Info or above for idle ends, want 0: %v", n, logs.All())
 	}
 }

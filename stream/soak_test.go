@@ -167,8 +167,8 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 		r       *stream.Resumer[soakEvent, int64]
 		highest int64 // the highest event handled successfully
 	)
-	resync := func(context.Context, error) (int64, []soakEvent, error) {
-		return r.Cursor(), nil, nil
+	resync := func(context.Context, error, func(soakEvent) error) (int64, error) {
+		return r.Cursor(), nil
 	}
 	for ctx.Err() == nil {
 		if r == nil || rng.IntN(10) < 7 {

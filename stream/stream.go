@@ -57,14 +57,29 @@ func (f SourceFunc[T, C]) Open(ctx context.Context, after C) (Conn[T], error) {
 // returns nil, and All ends its loop without an error.
 var ErrEndOfStream = errors.New("stream: end of stream")
 
+// ErrStop is what a handler returns (or wraps) to say "this event is done;
+// stop": the event is committed, the final save runs, and Run returns nil.
+// Like [io/fs.SkipDir] it is a signal, not a failure. Inside a resync's
+// replay, which has no cursor per event, it stops Run without committing the
+// resync's cursor (the next Run resyncs again). An All loop has no handler
+// error: breaking out of it leaves the event uncommitted; use Run with ErrStop
+// to commit the last event and stop.
+var ErrStop = errors.New("stream: stop after this event")
+
+// ErrIdleTimeout is matched by the failure a Resumer records when the idle
+// watchdog ([WithIdleTimeout]) closed a connection that delivered no event
+// for the timeout. It is classified like any failure: [errclass.Default]
+// retries it.
+var ErrIdleTimeout = errors.New("stream: connection idle for longer than the idle timeout")
+
 // ErrRetriesExhausted is matched by the error Run returns when the backoff
 // policy gave up; the same error also matches the last failure.
-var ErrRetriesExhausted = errors.New("stream: retries exhausted; the backoff policy gave up")
+var ErrRetriesExhausted = errors.New("stream: retries exhausted")
 
 // ErrAlreadyRunning is returned by Run (and yielded by All) when the Resumer
 // is already running: a Resumer runs one loop at a time. Run it again after
 // the first call returned, or make another Resumer.
-var ErrAlreadyRunning = errors.New("stream: Run or All is already in progress on this Resumer; a Resumer runs one loop at a time")
+var ErrAlreadyRunning = errors.New("stream: Run or All already in progress")
 
 // ErrNilConn is the failure a Resumer records when [Source.Open] returned a
 // nil Conn and a nil error. It is classified like any failure: [errclass.Default]
@@ -82,5 +97,5 @@ var ErrCursorRegressed = errors.New("stream: event cursor is before the committe
 var ErrExtract = errors.New("stream: extracting the cursor failed")
 
 // ErrInvalidOption is matched by the error New returns for a bad argument or
-// option.
+// option, and by the error Run returns for a nil context or handler.
 var ErrInvalidOption = errors.New("stream: invalid argument")

@@ -1,10 +1,6 @@
 package stream
 
-import (
-	"fmt"
-	"reflect"
-	"strings"
-)
+import "reflect"
 
 // isNil reports whether v is nil or an interface holding a nil pointer, map,
 // func, chan or slice.
@@ -18,19 +14,4 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
-}
-
-// typeName names the type parameter X for error messages.
-func typeName[X any]() string {
-	return reflect.TypeFor[X]().String()
-}
-
-// typeArg names the type argument of a generic value's type, for error
-// messages: Hooks[int64] gives "int64".
-func typeArg(v any) string {
-	s := fmt.Sprintf("%T", v)
-	if i := strings.IndexByte(s, '['); i >= 0 && strings.HasSuffix(s, "]") {
-		return s[i+1 : len(s)-1]
-	}
-	return s
 }

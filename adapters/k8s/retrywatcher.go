@@ -107,7 +107,7 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 	switch {
 	case cfg.resync != nil:
 		rw.rs = &resyncState{f: cfg.resync, onResync: cfg.onResync}
-		sopts = append(sopts, stream.WithResync(coreResync(rw.resync)))
+		sopts = append(sopts, stream.WithResync(rw.resync))
 		if cfg.onResync != nil {
 			sopts = append(sopts, stream.WithHooks(stream.Hooks[string]{OnResync: rw.resynced}))
 		}

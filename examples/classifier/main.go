@@ -91,12 +91,12 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 			backoff.WithMultiplier(2),
 			backoff.WithMaxInterval(200*time.Millisecond),
 		)),
-		stream.WithResync(func(ctx context.Context, cause error) (int64, []Item, error) {
+		stream.WithResync(func(ctx context.Context, cause error, emit func(Item) error) (int64, error) {
 			snap, err := client.Snapshot(ctx)
 			if err != nil {
-				return 0, nil, err
+				return 0, err
 			}
-			return snap.Seq, []Item{snap}, nil
+			return snap.Seq, emit(snap)
 		}),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnDisconnect: func(e stream.DisconnectEvent[int64]) {

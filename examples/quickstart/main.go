@@ -145,6 +145,6 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 	}
 	st := r.Stats()
 	fmt.Fprintf(out, "done: %d events exactly once and in order; %d opens, %d clean ends, %d retried failures; cursor %d\n",
-		st.Events, st.Opens, st.CleanEnds, st.Failures[errclass.Retry], st.Cursor)
+		st.Events, st.Opens, st.CleanEnds, st.Retried, st.Cursor)
 	return nil
 }

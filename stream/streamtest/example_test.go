@@ -22,9 +22,9 @@ func ExampleNewSource() {
 		streamtest.Step{Kind: streamtest.EndAfter, K: 1},                      // a server timeout: a clean end
 	)
 	var r *stream.Resumer[streamtest.Event[string], int64]
-	resync := func(ctx context.Context, cause error) (int64, []streamtest.Event[string], error) {
+	resync := func(ctx context.Context, cause error, _ func(streamtest.Event[string]) error) (int64, error) {
 		fmt.Println("resync:", cause)
-		return r.Cursor(), nil, nil // nothing was missed: go on from here
+		return r.Cursor(), nil // nothing was missed: go on from here
 	}
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
 		stream.WithBackoff(backoff.None()), stream.WithResync(resync))
@@ -60,8 +60,8 @@ func ExampleRandomScript() {
 	script := streamtest.RandomScript(rand.New(rand.NewPCG(seed, seed)), 50, 30, 0)
 	src := streamtest.NewSource(make([]int, 1000), script...)
 	var r *stream.Resumer[streamtest.Event[int], int64]
-	resync := func(context.Context, error) (int64, []streamtest.Event[int], error) {
-		return r.Cursor(), nil, nil
+	resync := func(context.Context, error, func(streamtest.Event[int]) error) (int64, error) {
+		return r.Cursor(), nil
 	}
 	r, err := stream.New(src, streamtest.Extract[int], cursor.NewMemory[int64](0),
 		stream.WithBackoff(backoff.None()), stream.WithResync(resync))

@@ -1,0 +1,129 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// watchdogTicks is how many looks the idle watchdog takes per idle timeout.
+const watchdogTicks = 4
+
+// connGuard holds the current Conn so that another goroutine can close it:
+// the context watcher when Run's context ends, and the idle watchdog when
+// the connection has been quiet for the idle timeout.
+//
+// The watchdog is one timer per Resumer that ticks every idle/4 while a
+// Conn is set, and compares the count of committed cursors with the one it
+// saw at the previous tick; once the count has not moved for the idle
+// timeout, it closes the Conn. The per-event path pays nothing for it: the
+// count is the one the loop already publishes under the stats lock, and the
+// clock is read per tick, not per event.
+type connGuard[T any] struct {
+	idle  time.Duration  // 0: no watchdog
+	count func() uint64  // cursors committed so far (reads the stats)
+	ticks sync.WaitGroup // armed timer callbacks not yet returned
+
+	mu        sync.Mutex
+	conn      Conn[T]
+	cancelled bool // Run's context ended: refuse new Conns
+	timer     *time.Timer
+	seen      uint64    // count at the last tick
+	since     time.Time // when seen last changed
+	fired     bool      // the watchdog closed conn
+}
+
+// watch closes the current Conn, and refuses later ones, when ctx ends. The
+// returned stop must be called before Run returns; the watcher has ended
+// when it returns.
+func (g *connGuard[T]) watch(ctx context.Context) (stop func()) {
+	closed := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		g.mu.Lock()
+		c := g.conn
+		g.cancelled = true
+		g.mu.Unlock()
+		if c != nil {
+			_ = c.Close()
+		}
+	})
+	return func() {
+		if !stopWatch() {
+			<-closed
+		}
+	}
+}
+
+// reset prepares the guard for a new run.
+func (g *connGuard[T]) reset() {
+	g.mu.Lock()
+	g.conn, g.cancelled = nil, false
+	g.mu.Unlock()
+}
+
+// set makes c the current Conn and arms the watchdog; it reports false when
+// the run was cancelled (the caller then closes c itself).
+func (g *connGuard[T]) set(c Conn[T]) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cancelled {
+		return false
+	}
+	g.conn = c
+	if g.idle > 0 {
+		g.seen, g.since, g.fired = g.count(), time.Now(), false
+		g.arm()
+	}
+	return true
+}
+
+// arm schedules the next tick; g.mu is held.
+func (g *connGuard[T]) arm() {
+	g.ticks.Add(1)
+	if g.timer == nil {
+		g.timer = time.AfterFunc(g.idle/watchdogTicks, g.tick)
+	} else if g.timer.Reset(g.idle / watchdogTicks) {
+		g.ticks.Done() // a pending tick was moved, not added
+	}
+}
+
+// release forgets the current Conn and disarms the watchdog. It reports
+// whether the watchdog closed the Conn, and the count of commits it had
+// seen then.
+func (g *connGuard[T]) release() (fired bool, seen uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conn = nil
+	if g.timer != nil && g.timer.Stop() {
+		g.ticks.Done() // the pending tick will not run
+	}
+	return g.fired, g.seen
+}
+
+// wait returns once no watchdog tick is running: call it before Run
+// returns, after release.
+func (g *connGuard[T]) wait() { g.ticks.Wait() }
+
+// tick is the watchdog's timer callback.
+func (g *connGuard[T]) tick() {
+	defer g.ticks.Done()
+	g.mu.Lock()
+	c := g.conn
+	if c == nil || g.fired {
+		g.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if n := g.count(); n != g.seen {
+		g.seen, g.since = n, now
+	}
+	if now.Sub(g.since) < g.idle {
+		g.arm()
+		g.mu.Unlock()
+		return
+	}
+	g.fired = true
+	g.mu.Unlock()
+	_ = c.Close()
+}
