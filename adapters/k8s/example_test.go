@@ -129,10 +129,10 @@ func ExampleWithResync() {
 	api.expireAt = "5" // the server has forgotten resource version 5
 	lw := api.ListWatch()
 
-	var info k8s.ResyncInfo
+	infos := make(chan k8s.ResyncInfo, 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithResync(k8s.ListResync(lw)),
-		k8s.WithOnResync(func(i k8s.ResyncInfo) { info = i }))
+		k8s.WithOnResync(func(i k8s.ResyncInfo) { infos <- i }))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -151,8 +151,9 @@ func ExampleWithResync() {
 			break
 		}
 	}
+	info := <-infos // the hook runs once the end marker was received
 	rw.Stop()
-	<-rw.Done() // the hook has run: info is safe to read
+	<-rw.Done()
 	fmt.Printf("resynced from %s to %s after %q; %d objects replayed\n", info.From, info.To, info.Cause, info.Replayed)
 	// Output:
 	// resync: events after 5 were lost; the whole state follows

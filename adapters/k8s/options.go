@@ -7,6 +7,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // DefaultMinRestartDelay is the least time between the starts of two
@@ -32,6 +33,8 @@ type config struct {
 	resync     ResyncFunc
 	diff       bool
 	onResync   func(ResyncInfo)
+	idle       time.Duration
+	limiter    stream.Limiter
 }
 
 func newConfig(opts []Option) config {
@@ -140,4 +143,28 @@ func WithResyncDiff() Option {
 // instead.
 func WithOnResync(f func(ResyncInfo)) Option {
 	return optionFunc(func(c *config) { c.onResync = f })
+}
+
+// WithIdleTimeout closes and reopens a watch that delivered nothing for d,
+// bookmarks included: it catches a connection that died without the
+// watcher noticing (a peer that vanished without a FIN, a NAT that dropped
+// the flow), on which client-go's RetryWatcher waits until the server's
+// watch timeout, which never comes. The reopen is a retried failure (see
+// [stream.WithIdleTimeout]: the check is coarse, between d and 1.25·d, and
+// reads no clock per event). An API server sends a bookmark to a quiet
+// watch that allows them about once a minute, so d should be well above
+// that: a few minutes. Default 0, off; a negative d makes the constructor
+// fail.
+func WithIdleTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.idle = d })
+}
+
+// WithOpenLimiter makes every watch the watcher opens, the first included,
+// wait on l (after the restart delay). Share one l, a *rate.Limiter from
+// golang.org/x/time/rate say, between many watchers so that they do not
+// stampede an API server that just came back, as every client-go
+// RetryWatcher does a second after it went away. A watcher blocked on l
+// stops promptly. Nil means none, which is the default.
+func WithOpenLimiter(l stream.Limiter) Option {
+	return optionFunc(func(c *config) { c.limiter = l })
 }

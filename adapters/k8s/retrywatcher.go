@@ -102,6 +102,8 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		// The store only sees the cursor when a watch ends; the cursor to
 		// reopen after is the Resumer's own.
 		stream.WithCheckpointEvery(0),
+		stream.WithIdleTimeout(cfg.idle),
+		stream.WithOpenLimiter(cfg.limiter),
 	}
 	handle := rw.send
 	switch {

@@ -84,7 +84,7 @@ func TestUntil(t *testing.T) {
 			name:      "nil watcher client",
 			rv:        "5",
 			nilClient: true,
-			wantErr: errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface"),
+			wantErr:   errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface"),
 		},
 		{
 			name:    "initial RV 0",
