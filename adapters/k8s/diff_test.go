@@ -3,7 +3,6 @@ package k8s_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -185,17 +184,5 @@ func TestRetryWatcherResyncDiffKind(t *testing.T) {
 	want.TypeMeta = typed.TypeMeta
 	if diff := cmp.Diff(ev(watch.Deleted, want), got); diff != "" {
 		t.Errorf("Deleted event (-want +got):\n%s", diff)
-	}
-}
-
-func TestWithResyncDiffNeedsResync(t *testing.T) {
-	t.Parallel()
-	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", newScripted(), k8s.WithResyncDiff())
-	if err == nil {
-		stop(t, rw)
-		t.Fatal("NewRetryWatcherWithContext(WithResyncDiff()) = nil error, want one")
-	}
-	if want := "WithResyncDiff needs WithResync"; !strings.Contains(err.Error(), want) {
-		t.Errorf("NewRetryWatcherWithContext() = %q, want it to say %q", err, want)
 	}
 }

@@ -48,6 +48,9 @@ func TestNewRetryWatcher(t *testing.T) {
 		{name: "nil client", rv: "1", client: nil, wantErr: "k8s: the watcher client is nil"},
 		{name: "negative minimum restart delay", rv: "1", client: lw, opts: []k8s.Option{k8s.WithMinRestartDelay(-1)}, wantErr: "WithMinRestartDelay(-1ns)"},
 		{name: "invalid backoff", rv: "1", client: lw, opts: []k8s.Option{k8s.WithBackoff(backoff.Exponential(backoff.WithMultiplier(0.5)))}, wantErr: "multiplier"},
+		{name: "negative idle timeout", rv: "1", client: lw, opts: []k8s.Option{k8s.WithIdleTimeout(-1)}, wantErr: "WithIdleTimeout(-1ns)"},
+		{name: "nil limiter pointer", rv: "1", client: lw, opts: []k8s.Option{k8s.WithOpenLimiter((*gate)(nil))}, wantErr: "WithOpenLimiter: the Limiter is a nil *k8s_test.gate"},
+		{name: "diff without resync", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResyncDiff()}, wantErr: "WithResyncDiff needs WithResync"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
