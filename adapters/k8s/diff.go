@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -144,4 +145,32 @@ func tombstone(kind objectKind, key objKey, st objState) watch.Event {
 	m.SetUID(st.uid)
 	m.SetResourceVersion(st.rv)
 	return watch.Event{Type: watch.Deleted, Object: obj}
+}
+
+// know records the objects of WithResyncDiff's arguments as delivered.
+func (rs *resyncState) know(known []runtime.Object) error {
+	add := func(obj runtime.Object) error {
+		s, ok := read(watch.Event{Type: watch.Added, Object: obj})
+		if !ok {
+			return fmt.Errorf("a %T is no list and has no object metadata", obj)
+		}
+		rs.kind.observe(obj)
+		rs.diff.record(s)
+		return nil
+	}
+	for _, obj := range known {
+		if obj == nil {
+			continue
+		}
+		if meta.IsListType(obj) {
+			if err := meta.EachListItem(obj, add); err != nil {
+				return fmt.Errorf("k8s: NewRetryWatcherWithContext: WithResyncDiff: %w", err)
+			}
+			continue
+		}
+		if err := add(obj); err != nil {
+			return fmt.Errorf("k8s: NewRetryWatcherWithContext: WithResyncDiff: %w", err)
+		}
+	}
+	return nil
 }

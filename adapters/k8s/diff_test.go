@@ -186,3 +186,35 @@ func TestRetryWatcherResyncDiffKind(t *testing.T) {
 		t.Errorf("Deleted event (-want +got):\n%s", diff)
 	}
 }
+
+// TestRetryWatcherResyncDiffKnown checks that the objects given to
+// WithResyncDiff count as delivered: the consumer's own list.
+func TestRetryWatcherResyncDiffKnown(t *testing.T) {
+	t.Parallel()
+	list := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*object("a", "ua", 3), *object("b", "ub", 4)}}
+	lw := newScripted(step{err: apierrors.NewGone("too old")})
+	rs := &resyncScript{results: []resyncResult{{rv: "20", replay: []watch.Event{ev(watch.Added, object("a", "ua", 3)), ev(watch.Added, object("c", "uc", 11))}}}}
+	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
+		k8s.WithMinRestartDelay(0), k8s.WithResync(rs.resync), k8s.WithResyncDiff(list, object("d", "ud", 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, rw, 5)
+	stop(t, rw)
+	// The sweep's order is the map's: compare the deletions as a set.
+	want := []watch.Event{marker(cmMarker, 5), ev(watch.Added, object("c", "uc", 11))}
+	if diff := cmp.Diff(want, got[:2]); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	deleted := map[string]watch.Event{}
+	for _, e := range got[2:4] {
+		deleted[e.Object.(*corev1.ConfigMap).Name] = e
+	}
+	wantDeleted := map[string]watch.Event{"b": ev(watch.Deleted, tomb("b", "ub", 4)), "d": ev(watch.Deleted, tomb("d", "ud", 2))}
+	if diff := cmp.Diff(wantDeleted, deleted); diff != "" {
+		t.Errorf("Deleted events (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(endMarker(cmMarker, 20), got[4]); diff != "" {
+		t.Errorf("last event (-want +got):\n%s", diff)
+	}
+}

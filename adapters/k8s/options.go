@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
@@ -32,6 +33,7 @@ type config struct {
 	classifier errclass.Classifier
 	resync     ResyncFunc
 	diff       bool
+	known      []runtime.Object // WithResyncDiff's arguments
 	onResync   func(ResyncInfo)
 	idle       time.Duration
 	limiter    stream.Limiter
@@ -126,12 +128,22 @@ func WithResync(f ResyncFunc) Option {
 //     UID);
 //   - nothing for one unchanged.
 //
-// A consumer applies these as it applies any event. It costs memory for
-// every object remembered (about 200 bytes with short names; see
+// known are the objects the consumer has from elsewhere, usually the list
+// whose resource version the watch starts from: lists (their items count)
+// or single objects, remembered as if delivered. Without them an object
+// from that list that is deleted while the watch is expired gets no
+// Deleted event, and one that is unchanged comes again as Added. The
+// constructor fails on one that is no list and has no object metadata.
+//
+// A consumer applies these events as it applies any event. It costs memory
+// for every object remembered (about 190 bytes with short names; see
 // docs/kubernetes.md) and, per event, a map update. It needs [WithResync]:
 // without it the constructor fails.
-func WithResyncDiff() Option {
-	return optionFunc(func(c *config) { c.diff = true })
+func WithResyncDiff(known ...runtime.Object) Option {
+	return optionFunc(func(c *config) {
+		c.diff = true
+		c.known = append(c.known, known...)
+	})
 }
 
 // WithOnResync sets a function called after each completed resync, on the

@@ -116,6 +116,9 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		handle = rw.sendTyped
 		if cfg.diff {
 			rw.rs.diff = newTracker()
+			if err := rw.rs.know(cfg.known); err != nil {
+				return nil, err
+			}
 			handle = rw.sendTracked
 		}
 	case cfg.diff:

@@ -51,6 +51,7 @@ func TestNewRetryWatcher(t *testing.T) {
 		{name: "negative idle timeout", rv: "1", client: lw, opts: []k8s.Option{k8s.WithIdleTimeout(-1)}, wantErr: "WithIdleTimeout(-1ns)"},
 		{name: "nil limiter pointer", rv: "1", client: lw, opts: []k8s.Option{k8s.WithOpenLimiter((*gate)(nil))}, wantErr: "WithOpenLimiter: the Limiter is a nil *k8s_test.gate"},
 		{name: "diff without resync", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResyncDiff()}, wantErr: "WithResyncDiff needs WithResync"},
+		{name: "diff of an object without metadata", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResync(k8s.ListResync(nil)), k8s.WithResyncDiff(&noRV{})}, wantErr: "WithResyncDiff: a *k8s_test.noRV is no list and has no object metadata"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
