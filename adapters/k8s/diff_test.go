@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -36,8 +35,8 @@ func ev(t watch.EventType, obj *corev1.ConfigMap) watch.Event {
 
 func TestRetryWatcherResyncDiff(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old resource version").ErrStatus)
-	openGone := apierrors.NewGone("too old resource version")
+	gone := statusEvent(newGone("too old resource version").ErrStatus)
+	openGone := newGone("too old resource version")
 	a6, b7, c8 := object("a", "ua", 6), object("b", "ub", 7), object("c", "uc", 8)
 	tests := []struct {
 		name    string
@@ -171,7 +170,7 @@ func TestRetryWatcherResyncDiffKind(t *testing.T) {
 	t.Parallel()
 	typed := object("a", "ua", 6)
 	typed.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
-	lw := newScripted(step{events: []watch.Event{ev(watch.Added, typed), statusEvent(apierrors.NewGone("too old").ErrStatus)}})
+	lw := newScripted(step{events: []watch.Event{ev(watch.Added, typed), statusEvent(newGone("too old").ErrStatus)}})
 	rs := &resyncScript{results: []resyncResult{{rv: "20"}}}
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithMinRestartDelay(0), k8s.WithResync(rs.resync), k8s.WithResyncDiff())
@@ -192,7 +191,7 @@ func TestRetryWatcherResyncDiffKind(t *testing.T) {
 func TestRetryWatcherResyncDiffKnown(t *testing.T) {
 	t.Parallel()
 	list := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*object("a", "ua", 3), *object("b", "ub", 4)}}
-	lw := newScripted(step{err: apierrors.NewGone("too old")})
+	lw := newScripted(step{err: newGone("too old")})
 	rs := &resyncScript{results: []resyncResult{{rv: "20", replay: []watch.Event{ev(watch.Added, object("a", "ua", 3)), ev(watch.Added, object("c", "uc", 11))}}}}
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithMinRestartDelay(0), k8s.WithResync(rs.resync), k8s.WithResyncDiff(list, object("d", "ud", 2)))

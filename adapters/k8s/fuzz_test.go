@@ -101,7 +101,7 @@ func decodeFuzz(data []byte) fuzzScript {
 		case 12:
 			flush()
 			errs := []error{io.EOF, io.ErrUnexpectedEOF, timeoutError{}, errTest,
-				apierrors.NewGone("gone"), apierrors.NewResourceExpired("too old"),
+				newGone("gone"), apierrors.NewResourceExpired("too old"),
 				apierrors.NewForbidden(schema.GroupResource{}, "", errTest), apierrors.NewUnauthorized("no")}
 			s.steps = append(s.steps, step{err: errs[int(b>>4)%len(errs)]})
 		case 13:

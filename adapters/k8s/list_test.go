@@ -252,7 +252,7 @@ func TestListResyncBadArguments(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			lw := newScripted(step{err: apierrors.NewGone("too old")})
+			lw := newScripted(step{err: newGone("too old")})
 			rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw, k8s.WithResync(tc.f))
 			if err != nil {
 				t.Fatal(err)

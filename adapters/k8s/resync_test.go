@@ -88,8 +88,8 @@ func (s *resyncScript) resync(ctx context.Context, emit func(watch.Event) error)
 
 func TestRetryWatcherResync(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old resource version: 5 (10)").ErrStatus)
-	openGone := apierrors.NewGone("too old")
+	gone := statusEvent(newGone("too old resource version: 5 (10)").ErrStatus)
+	openGone := newGone("too old")
 	openExpired := apierrors.NewResourceExpired("too old resource version: 5 (10)")
 	listed := resyncResult{rv: "20", replay: []watch.Event{added(18), added(19)}}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("cannot list"))
@@ -252,7 +252,7 @@ func TestRetryWatcherResync(t *testing.T) {
 // failure itself, not a wrapper.
 func TestRetryWatcherResyncCauseType(t *testing.T) {
 	t.Parallel()
-	lw := newScripted(step{err: apierrors.NewGone("too old")})
+	lw := newScripted(step{err: newGone("too old")})
 	infos := make(chan k8s.ResyncInfo, 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithResync(func(context.Context, func(watch.Event) error) (string, error) { return "9", nil }),
@@ -411,8 +411,8 @@ func TestNewRetryWatcherFromNowErrors(t *testing.T) {
 	t.Parallel()
 	list := func(obj runtime.Object, err error) cache.ListerWatcher {
 		return &cache.ListWatch{
-			ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return obj, err },
-			WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return nil, errTest },
+			ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return obj, err },
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, errTest },
 		}
 	}
 	tests := []struct {

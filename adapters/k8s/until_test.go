@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -33,7 +32,7 @@ func isType(t watch.EventType) watchtools.ConditionFunc {
 
 func TestUntil(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old").ErrStatus)
+	gone := statusEvent(newGone("too old").ErrStatus)
 	always := func(watch.Event) (bool, error) { return true, nil }
 	failing := func(watch.Event) (bool, error) { return false, errTest }
 	tests := []struct {
