@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -151,13 +150,10 @@ func emitPage(list runtime.Object, emit func(watch.Event) error) (rv, cont strin
 		return "", "", errclass.Permanent(fmt.Errorf("k8s: ListResync: the list is not a list: %w", err))
 	}
 	rv, cont = lm.GetResourceVersion(), lm.GetContinue()
-	errEmit := errors.New("") // tells an emit failure from a list that cannot be walked
 	var emitErr error
 	err = meta.EachListItemWithAlloc(list, func(obj runtime.Object) error {
-		if emitErr = emit(watch.Event{Type: watch.Added, Object: obj}); emitErr != nil {
-			return errEmit
-		}
-		return nil
+		emitErr = emit(watch.Event{Type: watch.Added, Object: obj})
+		return emitErr
 	})
 	switch {
 	case emitErr != nil:
