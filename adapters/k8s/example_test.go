@@ -226,6 +226,62 @@ func ExampleWithResyncDiff() {
 	// -- resync done at 15
 }
 
+// WatchListResync streams the state in a WatchList request: the server
+// sends each object as an Added event, then a bookmark annotated
+// k8s.io/initial-events-end at the resource version to continue from.
+// Here the first watch meets an expired resource version.
+func ExampleWatchListResync() {
+	cm := func(name string, rv int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, ResourceVersion: strconv.Itoa(rv)}}
+	}
+	watches := 0
+	lw := &cache.ListWatch{
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			watches++
+			switch {
+			case watches == 1:
+				return nil, apierrors.NewResourceExpired("too old resource version: 5 (15)")
+			case o.SendInitialEvents != nil && *o.SendInitialEvents:
+				end := cm("", 20)
+				end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+				ch := make(chan watch.Event, 3)
+				ch <- watch.Event{Type: watch.Added, Object: cm("a", 11)}
+				ch <- watch.Event{Type: watch.Added, Object: cm("b", 17)}
+				ch <- watch.Event{Type: watch.Bookmark, Object: end}
+				return watch.NewProxyWatcher(ch), nil
+			}
+			return watch.NewProxyWatcher(make(chan watch.Event)), nil // from 20: quiet
+		},
+	}
+	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
+		k8s.WithResync(k8s.WatchListResync(lw)), k8s.WithMinRestartDelay(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for ev := range rw.ResultChan() {
+		obj := ev.Object.(*corev1.ConfigMap)
+		switch {
+		case k8s.IsResyncMarker(ev):
+			fmt.Println("-- resync from", obj.ResourceVersion)
+		case k8s.IsResyncEnd(ev):
+			fmt.Println("-- resync done at", obj.ResourceVersion)
+		default:
+			fmt.Println(ev.Type, obj.Name, obj.ResourceVersion)
+		}
+		if k8s.IsResyncEnd(ev) {
+			break
+		}
+	}
+	rw.Stop()
+	<-rw.Done()
+	// Output:
+	// -- resync from 5
+	// ADDED a 11
+	// ADDED b 17
+	// -- resync done at 20
+}
+
 // Until waits for conditions on a watch that survives disconnects.
 func ExampleUntil() {
 	lw := newFakeAPI(10, "a", "ready", "c").ListWatch()
