@@ -40,42 +40,95 @@ type Codec[C any] interface {
 // number does not (12345 cut to 123 is still a number), so prefer an object
 // or string cursor when the file may be damaged by other means than [File]
 // itself.
+//
+// Encode refuses a cursor that would not read back equal, so that a Save
+// never stores a cursor other than the one it was given: it decodes its own
+// encoding and compares the result with the cursor. What JSON loses is
+// thereby refused: a string that is not valid UTF-8 (JSON replaces the bad
+// bytes), a non-zero field JSON does not see (unexported, or tagged "-"),
+// an interface holding a value that reads back as another type (an int64
+// in an any reads back as a float64); encoding/json itself refuses NaN
+// and infinities. Values are compared as [reflect.DeepEqual] does, with
+// these exceptions, so that what JSON keeps is not refused:
+//   - a value whose type has a method Equal(T) bool, such as [time.Time],
+//     is compared with it (JSON drops a time's monotonic clock reading and
+//     Location pointer, which Equal ignores);
+//   - a value whose type marshals itself ([encoding/json.Marshaler] or
+//     [encoding.TextMarshaler], such as [encoding/json.RawMessage] or
+//     [math/big.Int]) is compared by its JSON encoding;
+//   - a nil and an empty map or slice are equal (omitempty drops an empty
+//     one, which reads back nil), and a NaN equals a NaN.
+//
+// Map keys are looked up with ==. The rule applies at any depth, through
+// pointers, interfaces, maps, slices and struct fields; an Equal method is
+// honoured only where the value is reachable through exported fields.
+//
+// A struct type C (or a pointer to one) that has fields but no exported
+// one, and does not marshal itself, holds nothing JSON can store: Encode
+// refuses every value of it, and [NewFile] refuses the codec.
 func JSON[C any]() Codec[C] {
-	return jsonCodec[C]{}
+	return jsonCodec[C]{typeErr: jsonTypeError(reflect.TypeFor[C]())}
 }
 
-type jsonCodec[C any] struct{}
+type jsonCodec[C any] struct {
+	typeErr error // non-nil when JSON can store nothing of C
+}
 
-func (jsonCodec[C]) Encode(c C) ([]byte, error) {
+func (j jsonCodec[C]) Encode(c C) ([]byte, error) {
+	if j.typeErr != nil {
+		return nil, j.typeErr
+	}
 	data, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("cursor: JSON codec: %w", err)
 	}
+	got, err := decodeJSON[C](data)
+	if err != nil {
+		return nil, fmt.Errorf("cursor: JSON codec: %v: its encoding does not decode: %w", reflect.TypeFor[C](), err)
+	}
+	if where, same := sameJSON(jsonValue(&c), jsonValue(&got), 0); !same {
+		return nil, fmt.Errorf("cursor: JSON codec: %v%s does not read back equal from its JSON encoding", reflect.TypeFor[C](), where)
+	}
 	return append(data, '\n'), nil
 }
 
+// checkType returns the error Encode returns for every cursor when JSON
+// can store nothing of C; NewFile calls it.
+func (j jsonCodec[C]) checkType() error { return j.typeErr }
+
 func (jsonCodec[C]) Decode(data []byte) (C, error) {
-	var c C
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return c, errEmpty
+		var zero C
+		return zero, errEmpty
 	}
-	if bytes.Equal(trimmed, []byte("null")) && !nilable(reflect.TypeFor[C]()) {
-		return c, fmt.Errorf("cursor: JSON codec: null is not a %v cursor", reflect.TypeFor[C]())
+	c, err := decodeJSON[C](trimmed)
+	if err != nil {
+		var zero C
+		return zero, fmt.Errorf("cursor: JSON codec: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	return c, nil
+}
+
+// decodeJSON decodes data, which holds no surrounding white space, as
+// [JSON]'s Decode documents.
+func decodeJSON[C any](data []byte) (C, error) {
+	var c C
+	if bytes.Equal(data, []byte("null")) && !nilable(reflect.TypeFor[C]()) {
+		return c, fmt.Errorf("null is not a %v cursor", reflect.TypeFor[C]())
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		var zero C
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return zero, fmt.Errorf("cursor: JSON codec: truncated JSON: %w", err)
+			return zero, fmt.Errorf("truncated JSON: %w", err)
 		}
-		return zero, fmt.Errorf("cursor: JSON codec: %w", err)
+		return zero, err
 	}
-	if off := dec.InputOffset(); off != int64(len(trimmed)) {
+	if off := dec.InputOffset(); off != int64(len(data)) {
 		var zero C
-		return zero, fmt.Errorf("cursor: JSON codec: data after the JSON value at offset %d: %s",
-			off, excerpt(trimmed[off:]))
+		return zero, fmt.Errorf("data after the JSON value at offset %d: %s", off, excerpt(data[off:]))
 	}
 	return c, nil
 }
@@ -135,8 +188,7 @@ func checkText(s string) error {
 	}
 	for i, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("cursor: string codec: control character %U at offset %d in %s; a text cursor is one line of printable text",
-				r, i, excerpt([]byte(s)))
+			return fmt.Errorf("cursor: string codec: control character %U at offset %d in %s", r, i, excerpt([]byte(s)))
 		}
 	}
 	return nil

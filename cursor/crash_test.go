@@ -156,23 +156,14 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestCrash")
 	}
-	ctx := context.Background()
-	f, err := cursor.NewFile(path, int64(0), cursor.Int64())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := f.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustNewFile(t, path, int64(0), cursor.Int64())
+	n := mustLoad(t, f)
 	if _, err := fmt.Printf("loaded %d\n", n); err != nil {
 		return
 	}
 	for range 1_000_000 { // a bound in case nobody kills it
 		n++
-		if err := f.Save(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		mustSave(t, f, n)
 		if _, err := fmt.Printf("durable %d\n", n); err != nil {
 			return // the parent is gone
 		}

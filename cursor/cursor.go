@@ -18,7 +18,9 @@ type Extractor[T, C any] func(event T) (C, error)
 // handler: a Kubernetes bookmark, an etcd progress notification. The stream
 // commits the cursor and does not deliver the event. Like [io/fs.SkipDir] it
 // is a signal, not a failure; compare with errors.Is.
-var ProgressOnly = errors.New("cursor: progress-only event") //nolint:revive,staticcheck // a signal like fs.SkipDir
+//
+//lint:ignore ST1012 a signal like fs.SkipDir, not a failure; the name is part of the API
+var ProgressOnly = errors.New("cursor: progress-only event")
 
 // WithProgress returns an Extractor that reports every event for which
 // progress returns true as [ProgressOnly], with the cursor extract returns for

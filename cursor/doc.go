@@ -22,19 +22,24 @@
 //
 // [NewFile] returns a [File] store: one file per stream, holding the cursor
 // as text an operator can read and edit, through a [Codec]: [Int64] and
-// [String] write the value on one line, [JSON] one JSON value. Load returns
-// the initial cursor only when the file does not exist; a file that cannot
-// be read or decoded makes Load fail with a [*FileError] (matching
-// [ErrCorrupt] when the contents are bad) instead of starting over, and its
-// Permanent method tells a classifier not to retry.
+// [String] write the value on one line, [JSON] one JSON value; each refuses
+// to encode a cursor that would not read back equal, so a Save never stores
+// another cursor than the one it was given. Load returns the initial cursor
+// only when the file does not exist; a file that cannot be read or decoded,
+// or a symbolic link whose target does not exist (a volume that failed to
+// mount), makes Load fail with a [*FileError] (matching [ErrCorrupt] when
+// the contents are bad) instead of starting over, and its Permanent method
+// tells a classifier not to retry.
 //
 // Save is atomic and durable: it writes a temporary file in the same
 // directory, syncs it, renames it over the file and syncs the directory, so
 // a crash or power loss at any instant leaves the previous cursor or the
-// new one, never a torn or empty file. A Save that fails leaves the previous
-// cursor. A File is safe for concurrent use, and several stores (or
-// processes) sharing a path never corrupt the file, the last rename winning;
-// but a path belongs to one stream, and a stream to one process.
+// new one, never a torn or empty file. Through a symbolic link it replaces
+// the link's target the same way, and keeps the link. A Save that fails
+// leaves the previous cursor. A File is safe for concurrent use, and several
+// stores (or processes) sharing a path never corrupt the file, the last
+// rename winning; but a path belongs to one stream, and a stream to one
+// process.
 //
 // # Sharing cursors between processes
 //

@@ -28,6 +28,41 @@ var ErrCorrupt = errors.New("cursor: corrupt cursor file")
 // neither a regular file nor a directory (a device, a pipe, a socket).
 var errNotRegular = errors.New("not a regular file")
 
+// linkError is the cause of a FileError for a path that is a symbolic link
+// whose target cannot be reached: it does not exist (Err matches
+// fs.ErrNotExist), the links form a loop, or access is denied on the way.
+type linkError struct {
+	Target string // what the link holds, as os.Readlink returns it
+	Err    error  // why the target cannot be reached
+}
+
+func (e *linkError) Error() string {
+	return "symbolic link to " + e.Target + ": " + e.Err.Error()
+}
+
+func (e *linkError) Unwrap() error { return e.Err }
+
+// linkCause returns err, the error of a call that followed path, or a
+// *linkError naming the target of path when path is a symbolic link.
+func linkCause(path string, err error) error {
+	target, lerr := os.Readlink(path)
+	if lerr != nil {
+		return err
+	}
+	cause := err
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		cause = pe.Err // the path is in the FileError already
+	}
+	return &linkError{Target: target, Err: cause}
+}
+
+// isLinkError reports whether err is a *linkError: not a missing file.
+func isLinkError(err error) bool {
+	_, ok := err.(*linkError)
+	return ok
+}
+
 // FileError is the error [NewFile], [File.Load] and [File.Save] return for
 // a problem with the cursor file: it names the file, the operation and the
 // cause, which stays reachable with errors.Is and errors.As (a
@@ -35,23 +70,25 @@ var errNotRegular = errors.New("not a regular file")
 //
 // Op is one of
 //   - "new": NewFile found the path or its directory unusable;
-//   - "load": Load could not read the file;
+//   - "load": Load could not read the file, or the path is a symbolic link
+//     whose target cannot be reached;
 //   - "decode": the file holds no cursor; the error matches [ErrCorrupt];
 //   - "encode": the Codec could not encode the cursor given to Save, or
 //     could not decode its own encoding; nothing was written;
-//   - "save": Save could not write, sync or rename the file.
+//   - "save": Save could not write, sync or rename the file, or the path is
+//     a symbolic link whose target cannot be reached or is not a regular
+//     file.
 type FileError struct {
 	Path string // the cursor file, as [File.Path] returns it
 	Op   string // "new", "load", "decode", "encode" or "save"
 	Err  error  // the cause
 }
 
-// Error returns a message that names the file, what went wrong and, for a
-// corrupt file, what to do.
+// Error returns a message that names the file, the operation (or, for a
+// file that holds no cursor, the corruption) and the cause.
 func (e *FileError) Error() string {
 	if e.Op == "decode" {
-		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString() +
-			" (repair the file, or remove it to restart from the initial cursor)"
+		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString()
 	}
 	return "cursor: " + e.Op + " " + e.Path + ": " + e.errString()
 }
@@ -73,10 +110,13 @@ func (e *FileError) Is(target error) bool {
 }
 
 // Permanent reports whether retrying the operation cannot help until
-// something outside the program changes: the file is corrupt, the cursor
-// cannot be encoded, or the cause is a missing or wrong-kind path, a name
-// too long, or a denied permission. It reports false for other causes
-// (an I/O error, a full disk, too many open files), which may clear up.
+// something outside the program changes, such as an operator: the file is
+// corrupt, the cursor cannot be encoded, or the cause is a missing or
+// wrong-kind path, a symbolic link to nothing or a loop of links, a name
+// too long, a denied permission, or a read-only file system. It reports
+// false for other causes, which may clear up by themselves: an I/O error,
+// a full disk or an exceeded quota (another program may free space), too
+// many open files.
 //
 // An error classifier can honour it through the optional interface
 // interface{ Permanent() bool } without importing this package.
@@ -90,20 +130,25 @@ func (e *FileError) Permanent() bool {
 			return true
 		}
 	}
+	for _, target := range platformPermanentCauses {
+		if errors.Is(e.Err, target) {
+			return true
+		}
+	}
 	return false
 }
 
 // permanentCauses are the causes of a "load" or "save" FileError that
-// retrying cannot fix.
+// retrying cannot fix, on every platform; platformPermanentCauses adds
+// those of the platform.
 var permanentCauses = []error{
 	fs.ErrPermission, // EACCES, EPERM
-	fs.ErrNotExist,   // the directory was removed
+	fs.ErrNotExist,   // the directory was removed, or a link leads nowhere
 	errNotRegular,
 	syscall.ENOTDIR,
 	syscall.EISDIR,
 	syscall.EEXIST, // os.Rename onto a directory
 	syscall.ENAMETOOLONG,
-	// EROFS and ELOOP would belong here too, but plan9 lacks them.
 }
 
 // File is a [Store] that keeps the cursor in a file, encoded by a [Codec].
@@ -120,8 +165,8 @@ var permanentCauses = []error{
 // handled.
 //
 // A process killed during Save can leave its temporary file behind, named
-// ".NAME.*.tmp" beside the file NAME. It is never read, and may be deleted
-// when no Save is running.
+// ".NAME.*.tmp" beside the file NAME (the link's target, for a symbolic
+// link). It is never read, and may be deleted when no Save is running.
 //
 // Concurrency: a File is safe for concurrent use; its Saves run one at a
 // time. Load may run during a Save and returns the cursor before or after
@@ -133,8 +178,19 @@ var permanentCauses = []error{
 // documentation for one owner per stream).
 //
 // The file is created with mode 0644, or keeps the permission bits it had
-// when NewFile was called. If the path is a symbolic link, Load reads
-// through it but Save replaces the link with a regular file.
+// when NewFile was called.
+//
+// Symbolic links: if the path is a symbolic link, Load reads the file it
+// leads to, and Save replaces that file, atomically and durably as above,
+// and keeps the link: the temporary file is made in the target's directory
+// (named after the target) and renamed over the target. Save follows the
+// link anew each time, so a link switched to another file is honoured. A
+// link whose target does not exist is not a first run but an error naming
+// the link and its target, from NewFile, Load and Save alike (the error is
+// permanent and matches [io/fs.ErrNotExist]): a link into a volume that
+// failed to mount never restarts a stream from the initial cursor. To keep
+// the cursor on another volume, linking the directory also works; then a
+// missing file in an existing directory is a first run, as anywhere.
 type File[C any] struct {
 	path    string
 	dir     string
@@ -147,24 +203,41 @@ type File[C any] struct {
 }
 
 // NewFile returns a [File] store that keeps its cursor at path, encoded by
-// codec. Load returns initial until a cursor was saved there.
+// codec: [Int64], [String], [JSON] or one of your own. Load returns initial
+// until a cursor was saved there.
 //
-// NewFile fails when path is empty, codec is nil, the directory of path
-// does not exist or is not a directory, or path is a directory or another
-// non-regular file; its errors other than for an empty path or a nil codec
-// are [*FileError] values with Op "new". It does not create directories,
-// and does not read the file: a corrupt file makes the first Load fail. A
-// relative path is made absolute at once, so a later change of working
-// directory does not move the file.
+// NewFile fails when:
+//   - path is empty, or codec is nil;
+//   - codec cannot store any value of C (see [JSON]);
+//   - the directory of path does not exist or is not a directory;
+//   - path is a directory or another non-regular file, or a symbolic link
+//     whose target does not exist (see [File]);
+//   - the name of the file (of the link's target, for a link) leaves no
+//     room for the name of its temporary file, 16 bytes longer, within the
+//     file system's limit (statfs's on Linux, 255 bytes elsewhere), or, on
+//     Linux, for its path within PATH_MAX: every Save would fail.
+//
+// Its errors about the path are [*FileError] values with Op "new"; a name
+// too long matches [syscall.ENAMETOOLONG].
+//
+// NewFile does not create directories: create the directory first. It does
+// not read the file: a corrupt file makes the first Load fail. A relative
+// path is made absolute at once, so a later change of working directory
+// does not move the file.
 //
 // The file holds at most 1 MiB: Save rejects a larger encoding and Load a
 // larger file.
 func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	if path == "" {
-		return nil, errors.New("cursor: NewFile: empty path; pass the path of the cursor file")
+		return nil, errors.New("cursor: NewFile: empty path")
 	}
 	if codec == nil {
-		return nil, errors.New("cursor: NewFile: nil codec; pass one such as cursor.JSON, cursor.String or cursor.Int64")
+		return nil, errors.New("cursor: NewFile: nil codec")
+	}
+	if tc, ok := codec.(interface{ checkType() error }); ok {
+		if err := tc.checkType(); err != nil {
+			return nil, err
+		}
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -173,31 +246,60 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	dir := filepath.Dir(abs)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable; create it first: %w", err)}
+		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable: %w", err)}
 	}
 	if !fi.IsDir() {
 		return nil, &FileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
 	}
 	mode := fs.FileMode(0o644)
-	fi, err = os.Stat(abs)
-	switch {
-	case err == nil:
+	if fi, err := os.Stat(abs); err == nil {
 		if err := checkRegular(abs, fi); err != nil {
 			return nil, &FileError{Path: abs, Op: "new", Err: err}
 		}
 		mode = fi.Mode().Perm()
-	case errors.Is(err, fs.ErrNotExist):
-	default:
-		return nil, &FileError{Path: abs, Op: "new", Err: err}
+	} else if err = linkCause(abs, err); isLinkError(err) || !errors.Is(err, fs.ErrNotExist) {
+		return nil, &FileError{Path: abs, Op: "new", Err: err} // not a first run
 	}
-	return &File[C]{
+	f := &File[C]{
 		path:    abs,
 		dir:     dir,
-		pattern: "." + filepath.Base(abs) + ".*.tmp",
+		pattern: tempPattern(abs),
 		mode:    mode,
 		initial: initial,
 		codec:   codec,
-	}, nil
+	}
+	target, err := f.target()
+	if err == nil {
+		err = checkTempName(target)
+	}
+	if err != nil {
+		return nil, &FileError{Path: abs, Op: "new", Err: err}
+	}
+	return f, nil
+}
+
+// defaultNameMax is the longest file name, in bytes, of the common file
+// systems, used where the file system does not say.
+const defaultNameMax = 255
+
+// tempNameExtra is how many bytes the name of a temporary file adds to the
+// name NAME of the file it replaces: ".NAME." and ".tmp" around at most 10
+// random digits (os.CreateTemp's).
+const tempNameExtra = len("..") + 10 + len(".tmp")
+
+// checkTempName returns an error wrapping ENAMETOOLONG when the name or
+// the path of the temporary file of a Save to path would be too long for
+// the file system, so that every Save would fail.
+func checkTempName(path string) error {
+	if n, limit := len(filepath.Base(path))+tempNameExtra, nameMax(filepath.Dir(path)); n > limit {
+		return fmt.Errorf("the temporary file name of a Save would be %d bytes long, over the file system's limit of %d: %w",
+			n, limit, syscall.ENAMETOOLONG)
+	}
+	if n := len(path) + tempNameExtra; pathMax > 0 && n > pathMax {
+		return fmt.Errorf("the temporary file path of a Save would be %d bytes long, over the limit of %d: %w",
+			n, pathMax, syscall.ENAMETOOLONG)
+	}
+	return nil
 }
 
 // checkRegular returns an error unless fi describes a regular file.
@@ -218,8 +320,9 @@ func (f *File[C]) Path() string { return f.path }
 // does not exist (but its directory does). It returns ctx's error if ctx is
 // already done, and otherwise a [*FileError]: one that matches
 // [ErrCorrupt] when the file holds no cursor, one with Op "load" when it
-// cannot be read or its directory is gone. Load never falls back to the
-// initial cursor because of an error.
+// cannot be read, its directory is gone, or the path is a symbolic link
+// whose target does not exist. Load never falls back to the initial cursor
+// because of an error.
 //
 // A missing file means a first run. Make sure path is on the volume you
 // mean: the empty mount point of a volume that failed to mount looks like a
@@ -255,10 +358,11 @@ func (f *File[C]) Load(ctx context.Context) (C, error) {
 // *FileError.
 func (f *File[C]) read() (data []byte, exists bool, err error) {
 	fh, err := os.Open(f.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
 	if err != nil {
+		err = linkCause(f.path, err)
+		if !isLinkError(err) && errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
 		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
 	}
 	defer fh.Close()
@@ -292,6 +396,10 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 //
 // Before writing, Save checks that the Codec decodes what it encoded, so
 // that Save never writes a file that Load would reject.
+//
+// Through a symbolic link, Save replaces the link's target and keeps the
+// link; a link whose target cannot be reached, or is not a regular file,
+// makes it fail with a permanent error (see [File]).
 func (f *File[C]) Save(ctx context.Context, c C) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -304,7 +412,7 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("encoding of %d bytes, more than a cursor file holds (%d)", len(data), maxFileSize)}
 	}
 	if _, err := f.codec.Decode(data); err != nil {
-		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding, so Load would fail: %w", err)}
+		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding: %w", err)}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -314,10 +422,41 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 	return nil
 }
 
-// write replaces the file with data through a synced temporary file, and
-// syncs the directory.
+// target returns the file Save replaces: the path itself, or the regular
+// file its symbolic links lead to now.
+func (f *File[C]) target() (string, error) {
+	fi, err := os.Lstat(f.path)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return f.path, nil // not a link: write reports any problem
+	}
+	fi, err = os.Stat(f.path)
+	if err != nil {
+		return "", linkCause(f.path, err)
+	}
+	if err := checkRegular(f.path, fi); err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(f.path)
+}
+
+// tempPattern returns the os.CreateTemp pattern of the temporary files of
+// Saves to path.
+func tempPattern(path string) string {
+	return "." + filepath.Base(path) + ".*.tmp"
+}
+
+// write replaces the file (the target of the path, for a symbolic link)
+// with data through a synced temporary file, and syncs the directory.
 func (f *File[C]) write(data []byte) (err error) {
-	tmp, err := os.CreateTemp(f.dir, f.pattern)
+	path, err := f.target()
+	if err != nil {
+		return err
+	}
+	dir, pattern := f.dir, f.pattern
+	if path != f.path {
+		dir, pattern = filepath.Dir(path), tempPattern(path)
+	}
+	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return err
 	}
@@ -342,11 +481,11 @@ func (f *File[C]) write(data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), f.path); err != nil {
+	if err = os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
 	renamed = true
-	return syncDir(f.dir)
+	return syncDir(dir)
 }
 
 // syncDir makes a rename in dir durable. Windows cannot sync a directory;

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/resumable-go/resumable/cursor"
 )
@@ -27,44 +28,63 @@ type fileErr struct {
 	Path      string
 	Corrupt   bool // errors.Is(err, cursor.ErrCorrupt)
 	Permanent bool
+	Cause     error // if not nil, the error must match it (errors.Is)
 }
 
-// fileErrOf describes err, which must be a *cursor.FileError.
-func fileErrOf(t *testing.T, err error) fileErr {
+// checkFileError checks that err, returned by call, is a *cursor.FileError
+// as want describes.
+func checkFileError(t *testing.T, call string, err error, want fileErr) {
 	t.Helper()
 	var fe *cursor.FileError
 	if !errors.As(err, &fe) {
-		t.Fatalf("error %v (%T) is not a *cursor.FileError", err, err)
+		t.Fatalf("%s = %v (%T), want a *cursor.FileError with Op %q", call, err, err, want.Op)
 	}
-	return fileErr{
+	got := fileErr{
 		Op:        fe.Op,
 		Path:      fe.Path,
 		Corrupt:   errors.Is(err, cursor.ErrCorrupt),
 		Permanent: fe.Permanent(),
 	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(fileErr{}, "Cause")); diff != "" {
+		t.Errorf("%s error %v mismatch (-want +got):\n%s", call, err, diff)
+	}
+	if want.Cause != nil && !errors.Is(err, want.Cause) {
+		t.Errorf("%s = %v, want an error matching %v", call, err, want.Cause)
+	}
 }
 
-func mustNewFile[C any](t *testing.T, path string, initial C, codec cursor.Codec[C]) *cursor.File[C] {
+// checkMessage checks that the message of err, returned by call, contains
+// each of want.
+func checkMessage(t *testing.T, call string, err error, want ...string) {
 	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s = %q, want a message containing %q", call, err, w)
+		}
+	}
+}
+
+func mustNewFile[C any](tb testing.TB, path string, initial C, codec cursor.Codec[C]) *cursor.File[C] {
+	tb.Helper()
 	f, err := cursor.NewFile(path, initial, codec)
 	if err != nil {
-		t.Fatalf("NewFile(%q) = %v, want nil error", path, err)
+		tb.Fatalf("NewFile(%q) = %v, want nil error", path, err)
 	}
 	return f
 }
 
-func mustSave[C any](t *testing.T, f *cursor.File[C], c C) {
-	t.Helper()
+func mustSave[C any](tb testing.TB, f *cursor.File[C], c C) {
+	tb.Helper()
 	if err := f.Save(context.Background(), c); err != nil {
-		t.Fatalf("Save(%v) = %v, want nil", c, err)
+		tb.Fatalf("Save(%v) = %v, want nil", c, err)
 	}
 }
 
-func mustLoad[C any](t *testing.T, f *cursor.File[C]) C {
-	t.Helper()
+func mustLoad[C any](tb testing.TB, f *cursor.File[C]) C {
+	tb.Helper()
 	c, err := f.Load(context.Background())
 	if err != nil {
-		t.Fatalf("Load() = %v, want nil error", err)
+		tb.Fatalf("Load() = %v, want nil error", err)
 	}
 	return c
 }
@@ -166,20 +186,9 @@ func TestNewFileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := tt.setup(t, t.TempDir())
-			f, err := cursor.NewFile(path, int64(0), cursor.Int64())
-			if err == nil {
-				t.Fatalf("NewFile(%q) = %v, nil, want an error", path, f)
-			}
-			want := fileErr{Op: "new", Path: path, Permanent: true}
-			if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-				t.Errorf("NewFile(%q) error %v mismatch (-want +got):\n%s", path, err, diff)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("NewFile(%q) = %v, want an error matching %v", path, err, tt.cause)
-			}
-			if !strings.Contains(err.Error(), path) {
-				t.Errorf("NewFile(%q) = %q, want the path in the message", path, err)
-			}
+			_, err := cursor.NewFile(path, int64(0), cursor.Int64())
+			checkFileError(t, "NewFile()", err, fileErr{Op: "new", Path: path, Permanent: true, Cause: tt.cause})
+			checkMessage(t, "NewFile()", err, path)
 		})
 	}
 }
@@ -286,13 +295,7 @@ func TestFileLoadCorrupt(t *testing.T) {
 			writeFile(t, path, tt.content)
 			for range 2 { // the error stays: Load never falls back to the initial cursor
 				err := tt.load(path)
-				if err == nil {
-					t.Fatalf("Load() of %q = nil error, want one matching ErrCorrupt", tt.content)
-				}
-				want := fileErr{Op: "decode", Path: path, Corrupt: true, Permanent: true}
-				if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-					t.Errorf("Load() error %v mismatch (-want +got):\n%s", err, diff)
-				}
+				checkFileError(t, "Load()", err, fileErr{Op: "decode", Path: path, Corrupt: true, Permanent: true})
 				if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "corrupt") || len(msg) > 400 {
 					t.Errorf("Load() = %q, want a short message naming the path and the corruption", msg)
 				}
@@ -394,17 +397,8 @@ func TestFileLoadErrors(t *testing.T) {
 			path := filepath.Join(dir, "cursor")
 			f := mustNewFile(t, path, int64(7), cursor.Int64())
 			tt.damage(t, dir, path)
-			got, err := f.Load(context.Background())
-			if err == nil {
-				t.Fatalf("Load() = %d, nil, want an error", got)
-			}
-			want := fileErr{Op: "load", Path: path, Permanent: tt.permanent}
-			if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-				t.Errorf("Load() error %v mismatch (-want +got):\n%s", err, diff)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("Load() = %v, want an error matching %v", err, tt.cause)
-			}
+			_, err := f.Load(context.Background())
+			checkFileError(t, "Load()", err, fileErr{Op: "load", Path: path, Permanent: tt.permanent, Cause: tt.cause})
 		})
 	}
 }
@@ -480,16 +474,7 @@ func TestFileSaveEncodeErrors(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "cursor")
 			err := tt.save(path)
-			if err == nil {
-				t.Fatalf("Save() = nil, want an error")
-			}
-			want := fileErr{Op: "encode", Path: path, Permanent: true}
-			if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-				t.Errorf("Save() error %v mismatch (-want +got):\n%s", err, diff)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("Save() = %v, want an error matching %v", err, tt.cause)
-			}
+			checkFileError(t, "Save()", err, fileErr{Op: "encode", Path: path, Permanent: true, Cause: tt.cause})
 			if !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("Save() = %q, want a message containing %q", err, tt.wantMsg)
 			}
@@ -590,16 +575,7 @@ func TestFileSaveWriteErrors(t *testing.T) {
 			mustSave(t, f, 1)
 			tt.damage(t, dir, path)
 			err := f.Save(context.Background(), 2)
-			if err == nil {
-				t.Fatalf("Save(2) = nil, want an error")
-			}
-			want := fileErr{Op: "save", Path: path, Permanent: true}
-			if diff := cmp.Diff(want, fileErrOf(t, err)); diff != "" {
-				t.Errorf("Save(2) error %v mismatch (-want +got):\n%s", err, diff)
-			}
-			if tt.cause != nil && !errors.Is(err, tt.cause) {
-				t.Errorf("Save(2) = %v, want an error matching %v", err, tt.cause)
-			}
+			checkFileError(t, "Save(2)", err, fileErr{Op: "save", Path: path, Permanent: true, Cause: tt.cause})
 			tt.repair(t, dir, path)
 			if got := readFile(t, path); got != tt.wantFile {
 				t.Errorf("file contents after a failed Save = %q, want %q", got, tt.wantFile)
@@ -711,37 +687,6 @@ func TestFileRelativePath(t *testing.T) {
 	}
 }
 
-func TestFileErrorPermanent(t *testing.T) {
-	tests := []struct {
-		name string
-		err  *cursor.FileError
-		want bool
-	}{
-		{name: "corrupt", err: &cursor.FileError{Op: "decode", Err: errors.New("bad")}, want: true},
-		{name: "encode", err: &cursor.FileError{Op: "encode", Err: errors.New("bad")}, want: true},
-		{name: "new", err: &cursor.FileError{Op: "new", Err: errors.New("bad")}, want: true},
-		{name: "permission", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}}, want: true},
-		{name: "directory gone", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}}, want: true},
-		{name: "not a directory", err: &cursor.FileError{Op: "load", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOTDIR}}, want: true},
-		{name: "I/O error", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "sync", Path: "/x", Err: syscall.EIO}}, want: false},
-		{name: "disk full", err: &cursor.FileError{Op: "save", Err: &fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}}, want: false},
-		{name: "too many open files", err: &cursor.FileError{Op: "load", Err: &fs.PathError{Op: "open", Path: "/x", Err: syscall.EMFILE}}, want: false},
-		{name: "unknown", err: &cursor.FileError{Op: "save", Err: errors.New("?")}, want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.err.Permanent(); got != tt.want {
-				t.Errorf("(%v).Permanent() = %v, want %v", tt.err, got, tt.want)
-			}
-			// A classifier finds it through wrapping.
-			var p interface{ Permanent() bool }
-			if !errors.As(fmt.Errorf("stream: %w", tt.err), &p) || p.Permanent() != tt.want {
-				t.Errorf("errors.As(wrapped, Permanent) failed or disagrees")
-			}
-		})
-	}
-}
-
 func TestFileErrorMessage(t *testing.T) {
 	tests := []struct {
 		name string
@@ -751,7 +696,7 @@ func TestFileErrorMessage(t *testing.T) {
 		{
 			name: "corrupt",
 			err:  &cursor.FileError{Path: "/var/lib/app/cursor", Op: "decode", Err: errors.New("cursor: empty cursor data")},
-			want: "cursor: corrupt cursor file /var/lib/app/cursor: cursor: empty cursor data (repair the file, or remove it to restart from the initial cursor)",
+			want: "cursor: corrupt cursor file /var/lib/app/cursor: cursor: empty cursor data",
 		},
 		{
 			name: "save",

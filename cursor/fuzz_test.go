@@ -2,6 +2,7 @@ package cursor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,10 +48,7 @@ func fuzzLoad[C any](f *testing.F, codec cursor.Codec[C]) {
 			t.Fatal(err)
 		}
 		var initial C
-		store, err := cursor.NewFile(path, initial, codec)
-		if err != nil {
-			t.Fatalf("NewFile() = %v", err)
-		}
+		store := mustNewFile(t, path, initial, codec)
 		ctx := context.Background()
 		c, err := store.Load(ctx)
 		if err != nil {
@@ -72,6 +70,36 @@ func fuzzLoad[C any](f *testing.F, codec cursor.Codec[C]) {
 		}
 		if diff := cmp.Diff(c, again); diff != "" {
 			t.Fatalf("Load() after Save of the cursor loaded from %q mismatch (-want +got):\n%s", data, diff)
+		}
+	})
+}
+
+// FuzzJSONEncodeDecoded checks that the JSON codec never refuses a value
+// that came out of JSON: whatever encoding/json decodes into an any
+// encodes, and reads back equal.
+func FuzzJSONEncodeDecoded(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":"x","n":1.5,"l":["y",true,null]}`, `"\ud800"`, "\"\xff\"", `1e308`, `-0`, `[]`, `{}`, `null`,
+		`{"":{"":[[[]]]}}`, `"<&>"`, `0.1`, `123456789012345678901234567890`,
+	} {
+		f.Add([]byte(seed))
+	}
+	codec := cursor.JSON[any]()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return
+		}
+		enc, err := codec.Encode(v)
+		if err != nil {
+			t.Fatalf("Encode(%#v), decoded from %q, = %v, want nil error", v, data, err)
+		}
+		got, err := codec.Decode(enc)
+		if err != nil {
+			t.Fatalf("Decode(%q) = %v, want nil error", enc, err)
+		}
+		if diff := cmp.Diff(v, got); diff != "" {
+			t.Fatalf("Decode(Encode(%#v)) mismatch (-want +got):\n%s", v, diff)
 		}
 	})
 }

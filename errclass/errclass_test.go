@@ -85,18 +85,6 @@ func TestMarkersOfNilAreNil(t *testing.T) {
 	}
 }
 
-func TestRetryAfterOf(t *testing.T) {
-	if d, ok := errclass.RetryAfterOf(fmt.Errorf("x: %w", errclass.RetryAfter(errBase, 2*time.Second))); !ok || d != 2*time.Second {
-		t.Errorf("RetryAfterOf() = %v, %v, want 2s, true", d, ok)
-	}
-	if d, ok := errclass.RetryAfterOf(errors.Join(errBase, fmt.Errorf("y: %w", errclass.RetryAfter(errBase, time.Second)))); !ok || d != time.Second {
-		t.Errorf("RetryAfterOf(join) = %v, %v, want 1s, true", d, ok)
-	}
-	if d, ok := errclass.RetryAfterOf(errBase); ok || d != 0 {
-		t.Errorf("RetryAfterOf(plain) = %v, %v, want 0, false", d, ok)
-	}
-}
-
 func TestChain(t *testing.T) {
 	errAuth := errors.New("401")
 	fail := errclass.Decision{Action: errclass.Fail}

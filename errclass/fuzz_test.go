@@ -29,9 +29,9 @@ import (
 const fzMaxOps = 90
 
 var (
-	fzA = errors.New("fuzz: a")
-	fzB = errors.New("fuzz: b")
-	fzC = errors.New("fuzz: c")
+	errFzA = errors.New("fuzz: a")
+	errFzB = errors.New("fuzz: b")
+	errFzC = errors.New("fuzz: c")
 )
 
 // fzFinal says whether it is final with a Permanent() bool method and
@@ -51,12 +51,12 @@ func (e *fzFinalWrap) Error() string   { return fmt.Sprintf("fuzz: final=%v: %v"
 func (e *fzFinalWrap) Permanent() bool { return e.final }
 func (e *fzFinalWrap) Unwrap() error   { return e.err }
 
-// fzIs claims to be fzA through an Is method and wraps an error: it is
+// fzIs claims to be errFzA through an Is method and wraps an error: it is
 // not a marker, whatever it matches.
 type fzIs struct{ err error }
 
 func (e *fzIs) Error() string        { return "fuzz: is a: " + fmt.Sprint(e.err) }
-func (e *fzIs) Is(target error) bool { return target == fzA }
+func (e *fzIs) Is(target error) bool { return target == errFzA }
 func (e *fzIs) Unwrap() error        { return e.err }
 
 // fzNode models one error of the tree: what it decides by itself, and the
@@ -133,7 +133,7 @@ func fzBuild(t *testing.T, prog []byte) fzItem {
 	for i := 0; i < len(prog); i++ {
 		switch op := prog[i] % 15; op {
 		case 0:
-			push(leaf([]error{fzA, fzB, fzC}[arg(&i)%3]))
+			push(leaf([]error{errFzA, errFzB, errFzC}[arg(&i)%3]))
 		case 1:
 			push(leaf(io.EOF))
 		case 2:
@@ -240,23 +240,6 @@ func fzAny(n *fzNode, f func(*fzNode) bool) bool {
 	return false
 }
 
-// fzFirstRetryAfter returns the delay of the first RetryAfter marker in
-// errors.As order.
-func fzFirstRetryAfter(n *fzNode) (time.Duration, bool) {
-	if n == nil {
-		return 0, false
-	}
-	if n.isRetry {
-		return n.after, true
-	}
-	for _, c := range n.children {
-		if d, ok := fzFirstRetryAfter(c); ok {
-			return d, true
-		}
-	}
-	return 0, false
-}
-
 // fzChain builds a chain of classifiers from spec.
 func fzChain(spec []byte, depth int) []errclass.Classifier {
 	if len(spec) > 16 {
@@ -272,9 +255,9 @@ func fzChain(spec []byte, depth int) []errclass.Classifier {
 		case 2:
 			links = append(links, errclass.Default())
 		case 3:
-			links = append(links, errclass.Is(fzA, errclass.Decision{Action: errclass.Fail}))
+			links = append(links, errclass.Is(errFzA, errclass.Decision{Action: errclass.Fail}))
 		case 4:
-			links = append(links, errclass.Is(fzB, errclass.Decision{Action: errclass.Retry, After: time.Second}))
+			links = append(links, errclass.Is(errFzB, errclass.Decision{Action: errclass.Retry, After: time.Second}))
 		case 5:
 			links = append(links, errclass.As(func(e *fzFinalWrap) errclass.Decision {
 				if e.final {
@@ -341,11 +324,6 @@ func FuzzClassify(f *testing.F) {
 		if got := errors.Is(err, errclass.ErrExpired); got != hasExpired {
 			t.Fatalf("errors.Is(%v, ErrExpired) = %v, want %v", err, got, hasExpired)
 		}
-		// RetryAfterOf finds the first RetryAfter marker, as errors.As does.
-		wantAfter, wantOK := fzFirstRetryAfter(it.node)
-		if d, ok := errclass.RetryAfterOf(err); d != wantAfter || ok != wantOK {
-			t.Fatalf("RetryAfterOf(%v) = %v, %v, want %v, %v", err, d, ok, wantAfter, wantOK)
-		}
 
 		// A chain answers its first link's answer that is not Unknown.
 		links := fzChain(spec, 0)
@@ -382,7 +360,7 @@ func TestMarkerBeyondTheWalkDepthIsIgnored(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := errclass.Permanent(fzA)
+			err := errclass.Permanent(errFzA)
 			for range tt.wraps {
 				err = fmt.Errorf("w: %w", err)
 			}

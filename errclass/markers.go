@@ -72,27 +72,13 @@ func (e *expiredError) Unwrap() error        { return e.err }
 func (e *expiredError) Is(target error) bool { return target == ErrExpired }
 func (e *expiredError) decision() Decision   { return Decision{Action: Expired} }
 
-// RetryAfterOf returns the delay of the first [RetryAfter] marker in err's
-// tree, and whether there is one. It allocates nothing: it runs at every
-// clean end of a connection.
-func RetryAfterOf(err error) (time.Duration, bool) {
-	if ra, ok := first(err, isRetryAfter, 0).(*retryAfterError); ok {
-		return ra.after, true
-	}
-	return 0, false
-}
-
-func isRetryAfter(err error) bool {
-	_, ok := err.(*retryAfterError)
-	return ok
-}
-
 // permanenter is the optional interface of errors that know they are final,
 // for packages that do not import errclass.
 type permanenter interface{ Permanent() bool }
 
 // classifyMarkers returns the decision of the first marker in err's tree, or
-// Unknown.
+// Unknown. It allocates nothing: a stream asks it at every clean end of a
+// connection, for a server's delay.
 func classifyMarkers(err error) Decision {
 	switch e := first(err, isMarker, 0).(type) {
 	case marker:

@@ -64,10 +64,10 @@ func connName(n int64) string {
 
 // benchConsume runs consume over a Resumer on a counterSource of b.N events
 // in connections of per events, timing only consume; one op is one event.
-func benchConsume(b *testing.B, per int64, consume func(r *stream.Resumer[benchEvent, int64]) error) {
+func benchConsume(b *testing.B, per int64, consume func(r *stream.Resumer[benchEvent, int64]) error, opts ...stream.Option) {
 	src := &counterSource{total: int64(b.N), perConn: per}
 	r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()))
+		append([]stream.Option{stream.WithBackoff(backoff.None())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,6 +95,28 @@ func BenchmarkRun(b *testing.B) {
 					return nil
 				})
 			})
+		})
+	}
+}
+
+// BenchmarkRunIdleTimeout measures what the idle watchdog costs per event:
+// the same Run with it off and on (compare the two in one run).
+func BenchmarkRunIdleTimeout(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		opts []stream.Option
+	}{
+		{name: "watchdog=off"},
+		{name: "watchdog=on", opts: []stream.Option{stream.WithIdleTimeout(time.Minute)}},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			var sum int64
+			benchConsume(b, -1, func(r *stream.Resumer[benchEvent, int64]) error {
+				return r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
+					sum += e.Offset
+					return nil
+				})
+			}, w.opts...)
 		})
 	}
 }

@@ -204,7 +204,7 @@ func TestOnlyRecvEOFIsACleanEnd(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		src := streamtest.NewSource(letters(3), streamtest.Step{Kind: streamtest.FailOpen, Err: errclass.Permanent(wrapped)})
 		r := newResumer(t, src)
-		if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, io.EOF) {
+		if p, err := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, io.EOF) {
 			t.Fatalf("Run() = %v (panic %v), want the permanent open failure", err, p)
 		}
 		if st := r.Stats(); st.Failed != 1 || st.CleanEnds != 0 {
@@ -222,7 +222,7 @@ func TestOnlyRecvEOFIsACleanEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New() = %v", err)
 		}
-		if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, io.EOF) {
+		if p, err := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, io.EOF) {
 			t.Fatalf("Run() = %v (panic %v), want the save failure", err, p)
 		}
 		if asked != 1 {

@@ -134,3 +134,81 @@ func ExampleWithHooks() {
 	// retry 1 after 20ms (server), from cursor 0
 	// events: 1
 }
+
+// Pages turns a polled API (GET /changes?after=N answering up to a page of
+// items) into a Source; WithPollInterval sets the wait after an empty page,
+// and a handler returning ErrStop commits its event and ends Run cleanly.
+func ExamplePages() {
+	feed := []string{"created", "paid", "packed", "shipped", "delivered"}
+	type change struct {
+		Seq    int64
+		Status string
+	}
+	polls := 0
+	fetch := func(ctx context.Context, after int64) ([]change, error) {
+		polls++
+		if polls == 2 {
+			return nil, nil // nothing new yet: an empty page
+		}
+		var page []change
+		for s := after + 1; s <= int64(len(feed)) && len(page) < 2; s++ {
+			page = append(page, change{Seq: s, Status: feed[s-1]})
+		}
+		return page, nil
+	}
+	store := cursor.NewMemory[int64](0)
+	r, err := stream.New(stream.Pages(fetch), func(c change) (int64, error) { return c.Seq, nil }, store,
+		stream.WithPollInterval(time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = r.Run(context.Background(), func(_ context.Context, c change) error {
+		fmt.Println(c.Seq, c.Status)
+		if c.Status == "shipped" {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	saved, _ := store.Load(context.Background())
+	fmt.Println("run:", err, "saved cursor:", saved, "polls:", polls)
+	// Output:
+	// 1 created
+	// 2 paid
+	// 3 packed
+	// 4 shipped
+	// run: <nil> saved cursor: 4 polls: 3
+}
+
+// A resync hook streams the current state through emit when the cursor has
+// expired (the server compacted its history), and returns the cursor to go
+// on from.
+func ExampleWithResync() {
+	src := streamtest.NewSource([]string{"a", "b", "c", "d", "e"}, streamtest.Step{Kind: streamtest.ExpireAfter, K: 1})
+	resync := func(ctx context.Context, cause error, emit func(streamtest.Event[string]) error) (int64, error) {
+		fmt.Println("expired:", errors.Is(cause, errclass.ErrExpired))
+		// The state as of event 3, as a server's snapshot would give it.
+		if err := emit(streamtest.Event[string]{Value: "snapshot of a, b, c"}); err != nil {
+			return 0, err // the handler's error: return it at once
+		}
+		return 3, nil
+	}
+	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithBackoff(backoff.None()), stream.WithResync(resync))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = r.Run(context.Background(), func(_ context.Context, e streamtest.Event[string]) error {
+		fmt.Println(e.Value)
+		return nil
+	})
+	fmt.Println("run:", err, "cursor:", r.Cursor())
+	// Output:
+	// a
+	// expired: true
+	// snapshot of a, b, c
+	// d
+	// e
+	// run: <nil> cursor: 5
+}

@@ -68,10 +68,10 @@ func collect(t *testing.T, r *stream.Resumer[ev, int64]) ([]int64, error) {
 // runBound bounds runBounded; it detects hangs, it is not a timing check.
 const runBound = 10 * time.Second
 
-// runBounded runs r on another goroutine and returns what Run returned, or
-// what it panicked with; it fails the test if Run does not return within
-// runBound.
-func runBounded(t *testing.T, ctx context.Context, r *stream.Resumer[ev, int64], handle func(context.Context, ev) error) (err error, panicked any) {
+// runBounded runs r on another goroutine and returns what Run panicked
+// with, or what it returned; it fails the test if Run does not return
+// within runBound.
+func runBounded(t *testing.T, ctx context.Context, r *stream.Resumer[ev, int64], handle func(context.Context, ev) error) (panicked any, err error) {
 	t.Helper()
 	type result struct {
 		err      error
@@ -88,7 +88,7 @@ func runBounded(t *testing.T, ctx context.Context, r *stream.Resumer[ev, int64],
 	}()
 	select {
 	case res := <-done:
-		return res.err, res.panicked
+		return res.panicked, res.err
 	case <-time.After(runBound):
 		t.Fatalf("Run did not return within %v", runBound)
 		return nil, nil

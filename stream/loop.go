@@ -216,12 +216,9 @@ func (r *Resumer[T, C]) decide(o outcome) verdict {
 // attempt is counted and the failure sequence starts over; a connection
 // that delivered nothing waits the poll interval, or the guard.
 func (r *Resumer[T, C]) cleanEnd(o outcome) verdict {
-	d := errclass.Decision{Action: errclass.Retry}
 	// A clean end may carry the server's reconnection delay (SSE retry:),
 	// as errclass.RetryAfter(io.EOF, d): a floor for the next wait.
-	if after, ok := errclass.RetryAfterOf(o.err); ok {
-		d.After = after
-	}
+	d := errclass.Decision{Action: errclass.Retry, After: max(errclass.Markers().Classify(o.err).After, 0)}
 	r.mu.Lock()
 	r.stats.CleanEnds++
 	r.mu.Unlock()

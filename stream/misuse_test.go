@@ -63,17 +63,17 @@ func TestNewRefusesBadArguments(t *testing.T) {
 		{name: "typed-nil limiter", src: src, store: store, opts: []stream.Option{stream.WithOpenLimiter((*countingLimiter)(nil))},
 			mention: []string{"WithOpenLimiter", "*stream_test.countingLimiter"}},
 		{name: "out-of-range exponential backoff", src: src, store: store,
-			opts: []stream.Option{stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(-time.Second)))},
+			opts:    []stream.Option{stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(-time.Second)))},
 			mention: []string{"WithBackoff", "initial interval"}},
 		{name: "hooks for another cursor type", src: src, store: store, opts: []stream.Option{stream.WithHooks(stream.Hooks[string]{})},
 			mention: []string{"WithHooks", "cursor type string", "cursor type int64"}},
 		{name: "a cursor order for another cursor type", src: src, store: store, opts: []stream.Option{stream.WithCursorOrder(strings.Compare)},
 			mention: []string{"WithCursorOrder", "cursor type string", "cursor type int64"}},
 		{name: "a resync for another event type", src: src, store: store,
-			opts: []stream.Option{stream.WithResync(func(context.Context, error, func(string) error) (int64, error) { return 0, nil })},
+			opts:    []stream.Option{stream.WithResync(func(context.Context, error, func(string) error) (int64, error) { return 0, nil })},
 			mention: []string{"WithResync", "events of type string", "streamtest.Event[string]"}},
 		{name: "a resync for another cursor type", src: src, store: store,
-			opts: []stream.Option{stream.WithResync(func(context.Context, error, func(ev) error) (string, error) { return "", nil })},
+			opts:    []stream.Option{stream.WithResync(func(context.Context, error, func(ev) error) (string, error) { return "", nil })},
 			mention: []string{"WithResync", "cursor type string", "cursor type int64"}},
 	}
 	for _, tt := range tests {
@@ -113,11 +113,10 @@ func TestNewAcceptsNils(t *testing.T) {
 func TestRunRefusesNilHandlerAndContext(t *testing.T) {
 	src := streamtest.NewSource(letters(3))
 	r := newResumer(t, src)
-	if err, p := runBounded(t, context.Background(), r, nil); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
+	if p, err := runBounded(t, context.Background(), r, nil); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
 		t.Errorf("Run(ctx, nil) = %v (panic %v), want %v", err, p, stream.ErrInvalidOption)
 	}
-	//lint:ignore SA1012 a nil context is the misuse under test
-	if err, p := runBounded(t, nil, r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
+	if p, err := runBounded(t, nil, r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrInvalidOption) {
 		t.Errorf("Run(nil, ...) = %v (panic %v), want %v", err, p, stream.ErrInvalidOption)
 	}
 	if n := len(src.Opens()); n != 0 {
@@ -183,7 +182,7 @@ func TestZeroEventsForever(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		n := 0
-		err, p := runBounded(t, ctx, r, func(_ context.Context, e ev) error {
+		p, err := runBounded(t, ctx, r, func(_ context.Context, e ev) error {
 			if e != (ev{}) {
 				t.Errorf("handled %v, want the zero event", e)
 			}
@@ -203,7 +202,7 @@ func TestZeroEventsForever(t *testing.T) {
 		src := streamtest.NewSource(letters(3))
 		r := newResumer(t, zeros(src, 2), stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
 		var seen []int64
-		if err, p := runBounded(t, context.Background(), r, record(&seen)); p != nil || !errors.Is(err, stream.ErrCursorRegressed) {
+		if p, err := runBounded(t, context.Background(), r, record(&seen)); p != nil || !errors.Is(err, stream.ErrCursorRegressed) {
 			t.Errorf("Run() = %v (panic %v), want %v", err, p, stream.ErrCursorRegressed)
 		}
 		if diff := cmp.Diff(seqs(1, 2), seen); diff != "" || r.Cursor() != 2 || src.Live() != 0 {
@@ -240,7 +239,7 @@ func TestOpenReturnsNoConn(t *testing.T) {
 				return src.Open(ctx, after)
 			}), disconnects(&ends))
 			var seen []int64
-			if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+			if p, err := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
 				t.Fatalf("Run() = %v (panic %v), want nil", err, p)
 			}
 			if len(ends) == 0 || !errors.Is(ends[0].Err, stream.ErrNilConn) {
@@ -265,7 +264,7 @@ func TestOpenReturnsConnAndError(t *testing.T) {
 		}
 		return c, err
 	}))
-	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
+	if p, err := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
 		t.Fatalf("Run() = %v (panic %v), want nil", err, p)
 	}
 	if live := src.Live(); live != 0 {
@@ -319,7 +318,7 @@ func TestRecvPanicIsNotRecovered(t *testing.T) {
 		t.Fatalf("New() = %v", err)
 	}
 	var seen []int64
-	if _, p := runBounded(t, context.Background(), r, record(&seen)); p != boom {
+	if p, _ := runBounded(t, context.Background(), r, record(&seen)); p != boom {
 		t.Fatalf("Run() panicked with %v, want %v", p, boom)
 	}
 	if live := src.Live(); live != 0 {
@@ -329,7 +328,7 @@ func TestRecvPanicIsNotRecovered(t *testing.T) {
 		t.Errorf("the Store holds %d after the panic, want 2", got)
 	}
 	panicking = false
-	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+	if p, err := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
 		t.Fatalf("Run() after the panic = %v (panic %v), want nil", err, p)
 	}
 	if diff := cmp.Diff(seqs(1, 5), seen); diff != "" {
@@ -341,7 +340,7 @@ func TestOpenPanicIsNotRecovered(t *testing.T) {
 	r := newResumer(t, stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
 		panic("open: boom")
 	}))
-	if _, p := runBounded(t, context.Background(), r, record(new([]int64))); p != "open: boom" {
+	if p, _ := runBounded(t, context.Background(), r, record(new([]int64))); p != "open: boom" {
 		t.Errorf("Run() panicked with %v, want %q", p, "open: boom")
 	}
 }
@@ -351,7 +350,7 @@ func TestOpenPanicIsNotRecovered(t *testing.T) {
 func TestHandlerPanicIsNotRecovered(t *testing.T) {
 	src := streamtest.NewSource(letters(4))
 	r := newResumer(t, src)
-	_, p := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
+	p, _ := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
 		if e.Seq == 2 {
 			panic("handler: boom")
 		}
@@ -364,7 +363,7 @@ func TestHandlerPanicIsNotRecovered(t *testing.T) {
 		t.Errorf("%d open, Cursor() = %d; want 0 open and 1", live, r.Cursor())
 	}
 	var seen []int64
-	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+	if p, err := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
 		t.Fatalf("next Run() = %v (panic %v), want nil", err, p)
 	}
 	if diff := cmp.Diff(seqs(2, 4), seen); diff != "" {
@@ -387,7 +386,7 @@ func TestRunWhileRunning(t *testing.T) {
 	if err := src.AwaitBlocked(wctx); err != nil {
 		t.Fatalf("the first Run never reached the end of the log: %v", err)
 	}
-	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrAlreadyRunning) {
+	if p, err := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, stream.ErrAlreadyRunning) {
 		t.Errorf("second Run() = %v (panic %v), want %v", err, p, stream.ErrAlreadyRunning)
 	}
 	var yielded []error
@@ -410,7 +409,7 @@ func TestRunWhileRunning(t *testing.T) {
 func TestRunFromItsOwnHandler(t *testing.T) {
 	r := newResumer(t, streamtest.NewSource(letters(2)))
 	var inner error
-	err, p := runBounded(t, context.Background(), r, func(ctx context.Context, e ev) error {
+	p, err := runBounded(t, context.Background(), r, func(ctx context.Context, e ev) error {
 		if e.Seq == 1 {
 			inner = r.Run(ctx, func(context.Context, ev) error { return nil })
 		}
@@ -427,7 +426,7 @@ func TestRunAgainAfterReturn(t *testing.T) {
 	src := streamtest.NewSource(letters(5))
 	r := newResumer(t, src)
 	refuse := errors.New("not now")
-	if err, _ := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
+	if _, err := runBounded(t, context.Background(), r, func(_ context.Context, e ev) error {
 		if e.Seq == 3 {
 			return refuse
 		}
@@ -436,7 +435,7 @@ func TestRunAgainAfterReturn(t *testing.T) {
 		t.Fatalf("Run() = %v, want %v", err, refuse)
 	}
 	var seen []int64
-	if err, p := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
+	if p, err := runBounded(t, context.Background(), r, record(&seen)); err != nil || p != nil {
 		t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
 	}
 	if diff := cmp.Diff(seqs(3, 5), seen); diff != "" {
@@ -496,7 +495,7 @@ func TestStoreLoadExpiredIsNotResynced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
-	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, errclass.ErrExpired) {
+	if p, err := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, errclass.ErrExpired) {
 		t.Errorf("Run() = %v (panic %v), want an error matching %v", err, p, errclass.ErrExpired)
 	}
 	if calls != 0 {
@@ -513,14 +512,14 @@ func TestFinalSaveFailureIsReportedAndRetried(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
-	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, down) {
+	if p, err := runBounded(t, context.Background(), r, record(new([]int64))); p != nil || !errors.Is(err, down) {
 		t.Fatalf("Run() = %v (panic %v), want an error matching %v", err, p, down)
 	}
 	if err := r.Stats().FinalSaveError; !errors.Is(err, down) {
 		t.Errorf("Stats().FinalSaveError = %v, want an error matching %v", err, down)
 	}
 	store.setFail(nil)
-	if err, p := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
+	if p, err := runBounded(t, context.Background(), r, record(new([]int64))); err != nil || p != nil {
 		t.Fatalf("second Run() = %v (panic %v), want nil", err, p)
 	}
 	if got, _ := store.Load(context.Background()); got != 3 || r.Cursor() != 3 {

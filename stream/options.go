@@ -22,9 +22,9 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// DefaultMaxServerDelay is the cap on a server's requested delay unless
-// [WithMaxServerDelay] says otherwise.
-const DefaultMaxServerDelay = 10 * time.Minute
+// defaultMaxServerDelay is the cap on a server's requested delay unless
+// WithMaxServerDelay says otherwise.
+const defaultMaxServerDelay = 10 * time.Minute
 
 // config is the non-generic part of a Resumer's settings. The typed settings
 // (hooks, order, resync) are kept with the types they were made for and
@@ -85,7 +85,7 @@ func WithMinRestartDelay(d time.Duration) Option {
 // WithMaxServerDelay caps the delay a server asks for (the After of an
 // [errclass.Decision]: Retry-After, Kubernetes' RetryAfterSeconds, SSE
 // retry:), so that a misconfigured or hostile server cannot park a stream
-// for a day. A larger request waits d. Default [DefaultMaxServerDelay]; 0
+// for a day. A larger request waits d. Default 10 minutes; 0
 // removes the cap; a negative d makes New fail.
 func WithMaxServerDelay(d time.Duration) Option {
 	return durationOption("WithMaxServerDelay", d, func(cfg *config) { cfg.maxServer = d })

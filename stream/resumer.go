@@ -103,7 +103,7 @@ type Stats[C any] struct {
 // option, or a typed option (WithHooks, WithCursorOrder, WithResync) whose
 // types are not T and C.
 func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start cursor.Store[C], opts ...Option) (*Resumer[T, C], error) {
-	cfg := config{everyN: -1, maxServer: DefaultMaxServerDelay, saveTO: defaultFinalSaveTimeout}
+	cfg := config{everyN: -1, maxServer: defaultMaxServerDelay, saveTO: defaultFinalSaveTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)

@@ -200,7 +200,7 @@ func TestDelayIsTheLargestTerm(t *testing.T) {
 		{name: "no delay at all", step: streamtest.Step{Kind: streamtest.FailOpen},
 			policy: backoff.None(), wantReason: stream.DelayNone, wantDelay: 0},
 		{name: "server delay capped by default", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: 24 * time.Hour},
-			policy: backoff.None(), wantReason: stream.DelayServer, wantDelay: stream.DefaultMaxServerDelay},
+			policy: backoff.None(), wantReason: stream.DelayServer, wantDelay: 10 * time.Minute},
 		{name: "server delay capped by the option", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Hour},
 			policy: backoff.None(), maxServer: 2 * time.Second, wantReason: stream.DelayServer, wantDelay: 2 * time.Second},
 		{name: "the cap does not raise a small delay", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Second},

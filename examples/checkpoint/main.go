@@ -54,10 +54,9 @@ func (l orderLog) Open(ctx context.Context, after int64) (stream.Conn[Order], er
 }
 
 type orderConn struct {
-	log    orderLog
-	next   int64
-	done   chan struct{}
-	closed bool
+	log  orderLog
+	next int64
+	done chan struct{}
 }
 
 // Recv implements stream.Conn: one event per tick.

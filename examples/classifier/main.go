@@ -32,6 +32,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"sort"
@@ -43,7 +44,6 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
-	"github.com/resumable-go/resumable/internal/loopback"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -71,15 +71,9 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	}
 
 	api := newServer(*items, *seed)
-	base, shutdown, err := loopback.Serve(ctx, api.routes())
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, shutdown()) }()
-
-	tr := &http.Transport{Proxy: nil}
-	defer tr.CloseIdleConnections()
-	httpc := &http.Client{Transport: tr}
+	srv := httptest.NewServer(api.routes()) // on a loopback port
+	defer srv.Close()                       // also closes the client's idle connections
+	base, httpc := srv.URL, srv.Client()
 	tokens := &Tokens{url: base + "/v1/token", secret: "demo-secret", client: httpc}
 	client := &API{base: base, client: httpc, tokens: tokens}
 

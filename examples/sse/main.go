@@ -9,10 +9,11 @@
 // byte order mark. Once every event is published it answers 204 No Content,
 // which ends the stream for good.
 //
-// The client is a [Source] (sse.go): each Open is an HTTP GET that sends the
-// committed cursor as Last-Event-ID. The command prints every event and every
-// reconnect with its reason and delay, then checks that every event arrived
-// exactly once and in order, and exits with status 1 if not.
+// The client is an [sse.Source] (package adapters/sse): each Open is an HTTP
+// GET that sends the committed cursor as Last-Event-ID. The command prints
+// every event and every reconnect with its reason and delay, then checks that
+// every event arrived exactly once and in order, and exits with status 1 if
+// not.
 //
 // Usage:
 //
@@ -21,12 +22,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"strconv"
@@ -34,9 +35,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/resumable-go/resumable/adapters/sse"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
-	"github.com/resumable-go/resumable/internal/loopback"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -51,7 +52,7 @@ func main() {
 }
 
 // run is the whole program: serve, consume, check.
-func run(ctx context.Context, out io.Writer, args []string) (err error) {
+func run(ctx context.Context, out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("sse", flag.ContinueOnError)
 	fs.SetOutput(out)
 	total := fs.Int("events", 100, "how many events the server publishes")
@@ -64,18 +65,12 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	}
 
 	pub := &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
-	base, shutdown, err := loopback.Serve(ctx, pub)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, shutdown()) }()
+	srv := httptest.NewServer(pub) // on a loopback port
+	defer srv.Close()              // also closes the client's idle connections
 
-	// A client of our own, so that its connections can be closed at the end.
-	tr := &http.Transport{Proxy: nil, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	src := &Source{URL: base + "/events", Client: &http.Client{Transport: tr}}
-
-	r, err := stream.New(src, eventID, cursor.NewMemory(""),
+	src := &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
+	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""),
+		stream.WithIdleTimeout(time.Second), // heartbeats (comment lines) count as activity
 		stream.WithBackoff(backoff.Exponential(
 			backoff.WithInitialInterval(10*time.Millisecond),
 			backoff.WithMultiplier(2),
@@ -93,7 +88,7 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	}
 
 	check := checker{total: *total}
-	if err := r.Run(ctx, func(_ context.Context, ev Event) error {
+	if err := r.Run(ctx, func(_ context.Context, ev sse.Event) error {
 		fmt.Fprintf(out, "event %s (%s): %q\n", ev.ID, ev.Type, ev.Data)
 		check.add(ev)
 		return nil
@@ -109,9 +104,6 @@ func run(ctx context.Context, out io.Writer, args []string) (err error) {
 	return nil
 }
 
-// eventID is the extractor: an event's cursor is its last event ID.
-func eventID(ev Event) (string, error) { return ev.ID, nil }
-
 // payload is the data of event n, two lines long.
 func payload(n int) string { return fmt.Sprintf("tick %d\nsquare %d", n, n*n) }
 
@@ -122,7 +114,7 @@ type checker struct {
 	bad   []string
 }
 
-func (c *checker) add(ev Event) {
+func (c *checker) add(ev sse.Event) {
 	n, err := strconv.Atoi(ev.ID)
 	switch {
 	case err != nil:

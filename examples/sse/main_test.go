@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/resumable-go/resumable/adapters/sse"
 	"github.com/resumable-go/resumable/internal/testio"
 )
 
@@ -50,19 +51,19 @@ func TestRunBadFlag(t *testing.T) {
 
 // TestChecker shows that the end check catches what it must.
 func TestChecker(t *testing.T) {
-	ev := func(n int) Event { return Event{ID: strconv.Itoa(n), Type: "tick", Data: payload(n)} }
+	ev := func(n int) sse.Event { return sse.Event{ID: strconv.Itoa(n), Type: "tick", Data: payload(n)} }
 	tests := []struct {
 		name   string
-		events []Event
+		events []sse.Event
 		ok     bool
 	}{
-		{name: "all in order", events: []Event{ev(1), ev(2), ev(3)}, ok: true},
-		{name: "duplicate", events: []Event{ev(1), ev(2), ev(2), ev(3)}},
-		{name: "gap", events: []Event{ev(1), ev(3)}},
-		{name: "missing tail", events: []Event{ev(1), ev(2)}},
-		{name: "reordered", events: []Event{ev(2), ev(1), ev(3)}},
-		{name: "wrong data", events: []Event{ev(1), {ID: "2", Type: "tick", Data: "tick 2"}, ev(3)}},
-		{name: "bad id", events: []Event{ev(1), ev(2), {ID: "x"}, ev(3)}},
+		{name: "all in order", events: []sse.Event{ev(1), ev(2), ev(3)}, ok: true},
+		{name: "duplicate", events: []sse.Event{ev(1), ev(2), ev(2), ev(3)}},
+		{name: "gap", events: []sse.Event{ev(1), ev(3)}},
+		{name: "missing tail", events: []sse.Event{ev(1), ev(2)}},
+		{name: "reordered", events: []sse.Event{ev(2), ev(1), ev(3)}},
+		{name: "wrong data", events: []sse.Event{ev(1), {ID: "2", Type: "tick", Data: "tick 2"}, ev(3)}},
+		{name: "bad id", events: []sse.Event{ev(1), ev(2), {ID: "x"}, ev(3)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

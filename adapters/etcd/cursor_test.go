@@ -1,0 +1,84 @@
+package etcd_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/resumable-go/resumable/adapters/etcd"
+	"github.com/resumable-go/resumable/cursor"
+)
+
+var cursorProgressOnly = cursor.ProgressOnly
+
+func TestCompare(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b etcd.Cursor
+		want int
+	}{
+		{name: "equal whole", a: etcd.Cursor{Revision: 5}, b: etcd.Cursor{Revision: 5}, want: 0},
+		{name: "equal partial", a: etcd.Cursor{Revision: 5, Index: 2}, b: etcd.Cursor{Revision: 5, Index: 2}, want: 0},
+		{name: "lower revision", a: etcd.Cursor{Revision: 4}, b: etcd.Cursor{Revision: 5, Index: 1}, want: -1},
+		{name: "higher revision", a: etcd.Cursor{Revision: 6, Index: 1}, b: etcd.Cursor{Revision: 5}, want: 1},
+		{name: "partial before whole", a: etcd.Cursor{Revision: 5, Index: 9}, b: etcd.Cursor{Revision: 5}, want: -1},
+		{name: "whole after partial", a: etcd.Cursor{Revision: 5}, b: etcd.Cursor{Revision: 5, Index: 1}, want: 1},
+		{name: "by index", a: etcd.Cursor{Revision: 5, Index: 1}, b: etcd.Cursor{Revision: 5, Index: 2}, want: -1},
+		{name: "zero before all", a: etcd.Cursor{}, b: etcd.Cursor{Revision: 1, Index: 1}, want: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := etcd.Compare(tt.a, tt.b); got != tt.want {
+				t.Errorf("Compare(%v, %v) = %d, want %d", tt.a, tt.b, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCursorCodec(t *testing.T) {
+	codec := etcd.CursorCodec()
+	for _, c := range []etcd.Cursor{{}, {Revision: 12}, {Revision: 12, Index: 3}} {
+		data, err := codec.Encode(c)
+		if err != nil {
+			t.Fatalf("Encode(%v) = %v", c, err)
+		}
+		back, err := codec.Decode(data)
+		if err != nil || back != c {
+			t.Errorf("Decode(Encode(%v)) = %v, %v", c, back, err)
+		}
+	}
+	if data, _ := codec.Encode(etcd.Cursor{Revision: 12, Index: 3}); string(data) != "{\"revision\":12,\"index\":3}\n" {
+		t.Errorf("Encode() = %q", data)
+	}
+	tests := []struct {
+		name string
+		data string
+	}{
+		{name: "empty", data: ""},
+		{name: "negative revision", data: `{"revision":-1,"index":0}`},
+		{name: "negative index", data: `{"revision":1,"index":-1}`},
+		{name: "unknown field", data: `{"revision":1,"idx":1}`},
+		{name: "truncated", data: `{"revision":1`},
+		{name: "bare number", data: `12`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c, err := codec.Decode([]byte(tt.data)); err == nil {
+				t.Errorf("Decode(%q) = %v, nil; want an error", tt.data, c)
+			}
+		})
+	}
+	if _, err := codec.Encode(etcd.Cursor{Revision: -3}); !errors.Is(err, etcd.ErrInvalid) {
+		t.Errorf("Encode(negative) = %v, want %v", err, etcd.ErrInvalid)
+	}
+}
+
+func TestCursorString(t *testing.T) {
+	for c, want := range map[etcd.Cursor]string{
+		{Revision: 12}:           "revision 12",
+		{Revision: 12, Index: 3}: "revision 12 event 3",
+	} {
+		if got := c.String(); got != want {
+			t.Errorf("%#v.String() = %q, want %q", c, got, want)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/cursor"
+)
+
+// EventType says what an [Event] is.
+type EventType uint8
+
+const (
+	// Put is a key created or updated. Key, Value, ModRevision,
+	// CreateRevision and Version are those of the key after the put.
+	Put EventType = iota + 1
+	// Delete is a key deleted (by a delete, a transaction or a lease that
+	// expired). Key and ModRevision (the revision of the deletion) are set;
+	// Value is empty.
+	Delete
+	// Progress is an etcd progress notification: nothing under the prefix
+	// changed up to the revision of its Cursor. Its cursor is committed and
+	// it is never handed to a handler ([Extract] reports it as
+	// [cursor.ProgressOnly]).
+	Progress
+	// ResyncStart opens a resync's replay, after the cursor expired
+	// (compacted): events may have been missed since the previous event, and
+	// the Put events up to the [ResyncEnd] are the state of the prefix as
+	// of the revision of its Cursor. Keys deleted in the gap are not
+	// replayed: drop what the replay lacks.
+	ResyncStart
+	// ResyncEnd closes a resync's replay; the stream continues with the
+	// changes after the revision of its Cursor.
+	ResyncEnd
+)
+
+// String returns the type's lower-case name.
+func (t EventType) String() string {
+	switch t {
+	case Put:
+		return "put"
+	case Delete:
+		return "delete"
+	case Progress:
+		return "progress"
+	case ResyncStart:
+		return "resync-start"
+	case ResyncEnd:
+		return "resync-end"
+	}
+	return "event-type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one change under a watched prefix, or a progress notification, or
+// a resync marker (see [EventType]).
+//
+// Key and Value share memory with the watch response they came from: copy
+// them to keep them beyond the handler call.
+type Event struct {
+	// Type says what the event is.
+	Type EventType
+	// Key is the key that changed (Put, Delete).
+	Key []byte
+	// Value is the key's value after a Put.
+	Value []byte
+	// ModRevision is the revision of the change (Put, Delete): the revision
+	// of the transaction that made it, shared by every key it changed.
+	ModRevision int64
+	// CreateRevision is the revision at which the key was created (Put).
+	CreateRevision int64
+	// Version counts the puts of the key since its creation (Put).
+	Version int64
+	// Lease is the ID of the lease the key is attached to, 0 for none (Put).
+	Lease int64
+	// Cursor is the position just after this event: resuming after it
+	// delivers the events that follow.
+	Cursor Cursor
+}
+
+// Cursor is a position in the history of a watched prefix: after Index
+// events of revision Revision, or after all of them when Index is 0.
+//
+// A transaction changes many keys at one revision, and etcd delivers a
+// revision's events in the order of the transaction's operations, every
+// time it is watched. A Cursor counts them, so that a stream stopped in the
+// middle of a transaction resumes with the next of its events: nothing lost,
+// nothing repeated. The event of a revision that changed one key under the
+// prefix has Index 1; a progress notification or the end of a resync has
+// Index 0 (the whole revision).
+//
+// The zero Cursor is before revision 1: resuming after it delivers every
+// change etcd still has, or, once history was compacted, a resync of the
+// prefix. Use [Now] for a cursor at the current revision.
+type Cursor struct {
+	// Revision is the revision of the last event handled.
+	Revision int64 `json:"revision"`
+	// Index counts the events of Revision handled (1 for the first); 0
+	// means all of them.
+	Index int `json:"index"`
+}
+
+// Compare orders cursors as cmp.Compare does: a negative number when a is
+// before b, 0 when they are equal, a positive number when a is after b. A
+// whole revision (Index 0) comes after every partial position in it.
+func Compare(a, b Cursor) int {
+	if c := cmp.Compare(a.Revision, b.Revision); c != 0 {
+		return c
+	}
+	switch {
+	case a.Index == b.Index:
+		return 0
+	case a.Index == 0:
+		return 1
+	case b.Index == 0:
+		return -1
+	}
+	return cmp.Compare(a.Index, b.Index)
+}
+
+// String formats c as "revision 12" (a whole revision) or "revision 12
+// event 3" (the third event of revision 12).
+func (c Cursor) String() string {
+	s := "revision " + strconv.FormatInt(c.Revision, 10)
+	if c.Index != 0 {
+		s += " event " + strconv.Itoa(c.Index)
+	}
+	return s
+}
+
+// watchFrom returns the revision a watch resuming after c starts at, and
+// how many events of that revision it must skip.
+func (c Cursor) watchFrom() (rev int64, skip int) {
+	if c.Index == 0 {
+		return c.Revision + 1, 0
+	}
+	return c.Revision, c.Index
+}
+
+// Extract is the [cursor.Extractor] for [Event]: an event's cursor is its
+// Cursor field, and a [Progress] event is reported as [cursor.ProgressOnly]
+// so that the stream commits it without handing it to the handler.
+func Extract(ev Event) (Cursor, error) {
+	if ev.Type == Progress {
+		return ev.Cursor, cursor.ProgressOnly
+	}
+	return ev.Cursor, nil
+}
+
+// CursorCodec returns the [cursor.Codec] for a [Cursor]: one JSON object,
+// {"revision":12,"index":0}, which an operator can read and edit. Decode is
+// strict (see [cursor.JSON]) and also rejects a negative revision or index.
+func CursorCodec() cursor.Codec[Cursor] {
+	return cursorCodec{}
+}
+
+type cursorCodec struct{}
+
+var jsonCursor = cursor.JSON[Cursor]()
+
+func (cursorCodec) Encode(c Cursor) ([]byte, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return jsonCursor.Encode(c)
+}
+
+func (cursorCodec) Decode(data []byte) (Cursor, error) {
+	c, err := jsonCursor.Decode(data)
+	if err != nil {
+		return Cursor{}, err
+	}
+	if err := c.validate(); err != nil {
+		return Cursor{}, err
+	}
+	return c, nil
+}
+
+func (c Cursor) validate() error {
+	if c.Revision < 0 || c.Index < 0 {
+		return fmt.Errorf("%w: cursor {revision %d, index %d}: both must be at least 0", ErrInvalid, c.Revision, c.Index)
+	}
+	return nil
+}
+
+// Now returns the cursor of the current revision of the etcd behind kv: a
+// stream resuming after it delivers only the changes made from now on.
+func Now(ctx context.Context, kv clientv3.KV) (Cursor, error) {
+	resp, err := kv.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return Cursor{}, fmt.Errorf("etcd: reading the current revision: %w", err)
+	}
+	return Cursor{Revision: resp.Header.Revision}, nil
+}

@@ -1,0 +1,397 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/adapters/etcd"
+	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// ttl is the members' lease TTL in these tests: the smallest etcd grants.
+const ttl = 2 * time.Second
+
+// recorder records the runs of a group's members and fails the test if two
+// members ever run one stream at once.
+type recorder struct {
+	t       *testing.T
+	mu      sync.Mutex
+	log     []string          // "start MEMBER STREAM", "stop MEMBER STREAM"
+	running map[string]string // stream → member
+	owners  map[string]*etcd.Owner
+	changed chan struct{}
+}
+
+func newRecorder(t *testing.T) *recorder {
+	return &recorder{t: t, running: map[string]string{}, owners: map[string]*etcd.Owner{}, changed: make(chan struct{})}
+}
+
+func (r *recorder) note(f func()) {
+	r.mu.Lock()
+	f()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// run returns a RunFunc for member that runs until its context ends.
+func (r *recorder) run(member string) etcd.RunFunc {
+	return func(ctx context.Context, o *etcd.Owner) error {
+		r.note(func() {
+			if other, ok := r.running[o.Stream()]; ok {
+				r.t.Errorf("%s started %s while %s runs it", member, o.Stream(), other)
+			}
+			r.running[o.Stream()] = member
+			r.owners[o.Stream()] = o
+			r.log = append(r.log, "start "+member+" "+o.Stream())
+		})
+		<-ctx.Done()
+		r.note(func() {
+			delete(r.running, o.Stream())
+			r.log = append(r.log, "stop "+member+" "+o.Stream())
+		})
+		return ctx.Err()
+	}
+}
+
+// await waits until cond holds over the running map.
+func (r *recorder) await(what string, cond func(running map[string]string) bool) {
+	r.t.Helper()
+	timeout := time.After(deadline)
+	for {
+		r.mu.Lock()
+		ok, changed := cond(r.running), r.changed
+		snapshot := fmt.Sprint(r.running)
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			r.t.Fatalf("timed out waiting for %s; running: %s", what, snapshot)
+		}
+	}
+}
+
+// awaitOwners waits until the running map is want.
+func (r *recorder) awaitOwners(want map[string]string) {
+	r.t.Helper()
+	r.await(fmt.Sprint(want), func(running map[string]string) bool { return cmp.Equal(want, running) })
+}
+
+func (r *recorder) entries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+func (r *recorder) owner(stream string) *etcd.Owner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owners[stream]
+}
+
+// member is one Group.Run in a goroutine of the test.
+type member struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startMember(t *testing.T, c *clientv3.Client, prefix, name string, streams []string, run etcd.RunFunc) *member {
+	t.Helper()
+	g, err := etcd.NewGroup(c, name, etcd.WithTTL(ttl), etcd.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatalf("NewGroup() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- g.Run(ctx, streams, run) }()
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+// stop cancels the member and waits for its Run; it returns Run's error.
+func (m *member) stop(t *testing.T) error {
+	t.Helper()
+	m.cancel()
+	select {
+	case err, ok := <-m.done:
+		if ok {
+			close(m.done)
+		}
+		return err
+	case <-time.After(deadline):
+		t.Fatal("Group.Run did not return after its context ended")
+		return nil
+	}
+}
+
+// picked returns the member hrw picks for each stream.
+func picked(streams, members []string) map[string]string {
+	out := map[string]string{}
+	for _, s := range streams {
+		out[s], _ = hrw.Pick(s, members)
+	}
+	return out
+}
+
+func keysUnder(t *testing.T, c *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := c.Get(ctxFor(t), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatalf("Get(%s) = %v", prefix, err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
+var streams3 = []string{"s1", "s2", "s3", "s4", "s5", "s6"}
+
+func TestGroupOneMember(t *testing.T) {
+	c := newClient(t)
+	p := newPrefix(t)
+	r := newRecorder(t)
+	m := startMember(t, c, p, "a", streams3, r.run("a"))
+	r.awaitOwners(picked(streams3, []string{"a"}))
+	if err := m.stop(t); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run() after cancel = %v, want %v", err, context.Canceled)
+	}
+	r.awaitOwners(map[string]string{})
+	// The lease was revoked: no member key, no election key is left.
+	if keys := keysUnder(t, c, p+"members/"); len(keys) != 0 {
+		t.Errorf("member keys after Run returned: %v", keys)
+	}
+	if keys := keysUnder(t, c, p+"owners/"); len(keys) != 0 {
+		t.Errorf("election keys after Run returned: %v", keys)
+	}
+}
+
+// TestGroupMoves checks that streams spread over members as rendezvous
+// hashing says, that a stream moves only after its run returned, and that a
+// member that stops hands its streams back at once.
+func TestGroupMoves(t *testing.T) {
+	c := newClient(t)
+	p := newPrefix(t)
+	r := newRecorder(t)
+	startMember(t, c, p, "a", streams3, r.run("a"))
+	r.awaitOwners(picked(streams3, []string{"a"}))
+	b := startMember(t, c, p, "b", streams3, r.run("b"))
+	r.awaitOwners(picked(streams3, []string{"a", "b"}))
+	startMember(t, c, p, "c", streams3, r.run("c"))
+	r.awaitOwners(picked(streams3, []string{"a", "b", "c"}))
+	if err := b.stop(t); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run() = %v, want %v", err, context.Canceled)
+	}
+	r.awaitOwners(picked(streams3, []string{"a", "c"}))
+
+	// Every start of a stream after the first follows the stop of its
+	// previous run.
+	last := map[string]string{}
+	for _, e := range r.entries() {
+		var verb, who, s string
+		fmt.Sscan(e, &verb, &who, &s)
+		if verb == "start" && last[s] == "start" {
+			t.Errorf("%q follows another start of %s without a stop: %v", e, s, r.entries())
+		}
+		last[s] = verb
+	}
+}
+
+// TestGroupOffersDiffer checks that a stream offered by one member only is
+// run by it, whatever the hashing says.
+func TestGroupOffersDiffer(t *testing.T) {
+	c := newClient(t)
+	p := newPrefix(t)
+	r := newRecorder(t)
+	startMember(t, c, p, "a", []string{"shared", "only-a"}, r.run("a"))
+	startMember(t, c, p, "b", []string{"shared", "only-b"}, r.run("b"))
+	want := picked([]string{"shared"}, []string{"a", "b"})
+	want["only-a"], want["only-b"] = "a", "b"
+	r.awaitOwners(want)
+}
+
+// TestGroupLeaseLost revokes a member's lease behind its back, as its
+// expiry would after a long pause: its runs end, its fenced Saves are
+// refused, its guard stops, and it joins again with a new lease.
+func TestGroupLeaseLost(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxFor(t)
+	p := newPrefix(t)
+	r := newRecorder(t)
+	startMember(t, c, p, "a", []string{"s"}, r.run("a"))
+	r.awaitOwners(map[string]string{"s": "a"})
+	o := r.owner("s")
+	store, err := etcd.NewOwnerStore(o, etcd.CursorCodec(), etcd.Cursor{})
+	if err != nil {
+		t.Fatalf("NewOwnerStore() = %v", err)
+	}
+	if store.Key() != p+"cursors/s" {
+		t.Errorf("Key() = %s, want %s", store.Key(), p+"cursors/s")
+	}
+	if _, err := store.Load(ctx); err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	if err := store.Save(ctx, etcd.Cursor{Revision: 3}); err != nil {
+		t.Fatalf("Save() as the owner = %v", err)
+	}
+	handled := 0
+	guarded := etcd.Guard(o, func(context.Context, int) error { handled++; return nil })
+	if err := guarded(ctx, 1); err != nil || handled != 1 {
+		t.Fatalf("guarded handler as the owner = %v (handled %d), want nil (1)", err, handled)
+	}
+
+	resp, err := c.Get(ctx, p+"members/a")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get(member key) = %v, %v", resp, err)
+	}
+	if _, err := c.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatalf("Revoke() = %v", err)
+	}
+	r.await("the member to run the stream again", func(running map[string]string) bool {
+		return running["s"] == "a" && r.owners["s"] != o
+	})
+
+	if err := store.Save(ctx, etcd.Cursor{Revision: 4}); !errors.Is(err, etcd.ErrNotOwner) {
+		t.Errorf("Save() after the lease was lost = %v, want %v", err, etcd.ErrNotOwner)
+	}
+	err = guarded(ctx, 2)
+	if !errors.Is(err, etcd.ErrNotOwner) || handled != 1 {
+		t.Errorf("guarded handler after the lease was lost = %v (handled %d), want %v (1)", err, handled, etcd.ErrNotOwner)
+	}
+	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
+		t.Errorf("Classify(%v) = %v, want fail", err, d)
+	}
+	if got, _ := store.Load(ctx); got != (etcd.Cursor{Revision: 3}) {
+		t.Errorf("cursor = %v, want %v", got, etcd.Cursor{Revision: 3})
+	}
+}
+
+// TestGroupMemberDies closes a member's client, so that its lease is no
+// longer kept alive: another member takes its streams once the lease
+// expired.
+func TestGroupMemberDies(t *testing.T) {
+	p := newPrefix(t)
+	r := newRecorder(t)
+	dying, err := server.Client()
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	startMember(t, dying, p, "a", streams3, r.run("a"))
+	r.awaitOwners(picked(streams3, []string{"a"}))
+	startMember(t, newClient(t), p, "b", streams3, r.run("b"))
+	r.awaitOwners(picked(streams3, []string{"a", "b"}))
+	dying.Close()
+	r.awaitOwners(picked(streams3, []string{"b"}))
+}
+
+// TestGroupRestartsReturnedRun checks that a run that returns while its
+// member owns the stream is started again.
+func TestGroupRestartsReturnedRun(t *testing.T) {
+	c := newClient(t)
+	var mu sync.Mutex
+	runs := 0
+	again := make(chan struct{})
+	startMember(t, c, newPrefix(t), "a", []string{"s"}, func(ctx context.Context, o *etcd.Owner) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs++
+		if runs == 3 {
+			close(again)
+		}
+		return errors.New("test: the run failed")
+	})
+	select {
+	case <-again:
+	case <-time.After(deadline):
+		t.Fatal("the run was not started again")
+	}
+}
+
+func TestNewGroupInvalid(t *testing.T) {
+	c := newClient(t)
+	tests := []struct {
+		name   string
+		client *clientv3.Client
+		member string
+		opts   []etcd.GroupOption
+	}{
+		{name: "nil client", client: nil, member: "a"},
+		{name: "empty member", client: c, member: ""},
+		{name: "slash in member", client: c, member: "a/b"},
+		{name: "space in member", client: c, member: "a b"},
+		{name: "short ttl", client: c, member: "a", opts: []etcd.GroupOption{etcd.WithTTL(time.Millisecond)}},
+		{name: "empty prefix", client: c, member: "a", opts: []etcd.GroupOption{etcd.WithKeyPrefix("")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := etcd.NewGroup(tt.client, tt.member, tt.opts...); !errors.Is(err, etcd.ErrInvalid) {
+				t.Errorf("NewGroup() = %v, want %v", err, etcd.ErrInvalid)
+			}
+		})
+	}
+}
+
+func TestGroupRunInvalid(t *testing.T) {
+	c := newClient(t)
+	g, err := etcd.NewGroup(c, "a", etcd.WithKeyPrefix(newPrefix(t)))
+	if err != nil {
+		t.Fatalf("NewGroup() = %v", err)
+	}
+	noop := func(ctx context.Context, _ *etcd.Owner) error { <-ctx.Done(); return nil }
+	tests := []struct {
+		name    string
+		streams []string
+		run     etcd.RunFunc
+	}{
+		{name: "nil run", streams: []string{"s"}, run: nil},
+		{name: "empty name", streams: []string{""}, run: noop},
+		{name: "slash", streams: []string{"a/b"}, run: noop},
+		{name: "newline", streams: []string{"a\nb"}, run: noop},
+		{name: "twice", streams: []string{"s", "t", "s"}, run: noop},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := g.Run(ctxFor(t), tt.streams, tt.run); !errors.Is(err, etcd.ErrInvalid) {
+				t.Errorf("Run(%q) = %v, want %v", tt.streams, err, etcd.ErrInvalid)
+			}
+		})
+	}
+}
+
+func TestGroupRunTwice(t *testing.T) {
+	c := newClient(t)
+	g, err := etcd.NewGroup(c, "a", etcd.WithKeyPrefix(newPrefix(t)), etcd.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("NewGroup() = %v", err)
+	}
+	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(ctx, []string{"s"}, func(ctx context.Context, _ *etcd.Owner) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-started
+	if err := g.Run(ctx, []string{"s"}, func(context.Context, *etcd.Owner) error { return nil }); !errors.Is(err, etcd.ErrAlreadyRunning) {
+		t.Errorf("second Run() = %v, want %v", err, etcd.ErrAlreadyRunning)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run() = %v, want %v", err, context.Canceled)
+	}
+}

@@ -1,0 +1,327 @@
+// Package cluster runs a real etcd cluster of separate processes (the etcd
+// binary that scripts/testenv.sh builds from the Go module proxy) for the
+// integration tests of the etcd adapter, and lets a test kill, stop and
+// restart its members.
+//
+// Rules of use:
+//   - Tests opt in with RESUMABLE_ETCD_INTEGRATION=1 ([EnvIntegration]);
+//     without it, or without the binary, [Start] skips the test with a
+//     one-line reason.
+//   - The binary is looked for in $RESUMABLE_TESTENV_BIN, else where
+//     scripts/testenv.sh builds it ([BinDir]).
+//   - Every process started (members, and the test's own through
+//     [StartProc]) is in its own process group; the test's cleanup kills
+//     what still runs, failed or not, and on Linux a child dies with the
+//     test binary. Logs go to files in the test's temporary directory and
+//     their tails are printed when the test failed.
+//   - A Cluster belongs to the test that started it: call its methods from
+//     that test's goroutine, except Endpoints and Client.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Environment variables read by the package.
+const (
+	// EnvIntegration opts in to the integration tests when set to "1".
+	EnvIntegration = "RESUMABLE_ETCD_INTEGRATION"
+	// EnvBin names the directory holding the etcd binary.
+	EnvBin = "RESUMABLE_TESTENV_BIN"
+	// EnvCache names the cache root scripts/testenv.sh builds into, used
+	// when EnvBin is unset.
+	EnvCache = "RESUMABLE_TESTENV_CACHE"
+)
+
+// testenvDir is the directory scripts/testenv.sh builds into under its
+// cache root (named after the Kubernetes release it pins).
+const testenvDir = "k8s-v1.37.2"
+
+// ProgressInterval is the members' watch progress notification interval.
+const ProgressInterval = time.Second
+
+const startTimeout = time.Minute
+
+// BinDir returns the directory the etcd binary is looked for in.
+func BinDir() string {
+	if dir := os.Getenv(EnvBin); dir != "" {
+		return dir
+	}
+	cache := os.Getenv(EnvCache)
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache", "resumable", "testenv")
+	}
+	return filepath.Join(cache, testenvDir)
+}
+
+// Skip skips t with a one-line reason unless the integration tests are
+// switched on and the etcd binary is there; it returns the binary's path.
+func Skip(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(EnvIntegration) != "1" {
+		t.Skipf("cluster: integration test against a real etcd cluster: set %s=1 (and %s) to run", EnvIntegration, EnvBin)
+	}
+	bin := filepath.Join(BinDir(), "etcd")
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		t.Skipf("cluster: no etcd binary at %s: run scripts/testenv.sh build, or set %s", bin, EnvBin)
+	}
+	return bin
+}
+
+// Cluster is a running etcd cluster for one test.
+type Cluster struct {
+	bin     string
+	dir     string
+	members []*member
+}
+
+type member struct {
+	name         string
+	client, peer int
+	proc         *Proc
+	id           uint64 // the member ID, learned at start
+}
+
+// Start starts an n-member cluster on free loopback ports in a temporary
+// directory of t and waits until every member is healthy (there is a
+// leader). It skips t as [Skip] does, and registers a cleanup that kills
+// every member.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	bin := Skip(t)
+	c := &Cluster{bin: bin, dir: t.TempDir()}
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	var initial []string
+	for i := range n {
+		m := &member{name: "m" + strconv.Itoa(i), client: ports[2*i], peer: ports[2*i+1]}
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"="+peerURL(m.peer))
+	}
+	t.Cleanup(func() { c.cleanup(t) })
+	for i := range c.members {
+		c.startMember(t, i, strings.Join(initial, ","))
+	}
+	for i := range c.members {
+		c.awaitHealthy(t, i)
+	}
+	return c
+}
+
+// Endpoints returns every member's client address, HOST:PORT.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i := range c.members {
+		out[i] = c.Endpoint(i)
+	}
+	return out
+}
+
+// Endpoint returns member i's client address, HOST:PORT.
+func (c *Cluster) Endpoint(i int) string {
+	return "127.0.0.1:" + strconv.Itoa(c.members[i].client)
+}
+
+// Client returns a new client of the given endpoints (every member when
+// none is given), closed when t ends.
+func (c *Cluster) Client(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = c.Endpoints()
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("cluster: client: %v", err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Dir returns the test's temporary directory, where the logs are.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Leader returns the index of the member that is the leader now, asking
+// every running member until one answers.
+func (c *Cluster) Leader(t testing.TB) int {
+	t.Helper()
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for {
+		for i, m := range c.members {
+			if m.proc == nil {
+				continue
+			}
+			st, err := cl.Status(ctx, c.Endpoint(i))
+			if err != nil || st.Leader == 0 {
+				continue
+			}
+			for j, o := range c.members {
+				if o.id == st.Leader {
+					return j
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster: no leader within %v", startTimeout)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Kill kills member i at once (SIGKILL), as a crash would.
+func (c *Cluster) Kill(t testing.TB, i int) {
+	t.Helper()
+	m := c.members[i]
+	if m.proc == nil {
+		t.Fatalf("cluster: Kill(%d): not running", i)
+	}
+	m.proc.Kill()
+	m.proc = nil
+}
+
+// Restart starts member i again on its ports and data, and waits until it
+// is healthy.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	if c.members[i].proc != nil {
+		t.Fatalf("cluster: Restart(%d): still running", i)
+	}
+	c.startMember(t, i, "")
+	c.awaitHealthy(t, i)
+}
+
+func (c *Cluster) startMember(t testing.TB, i int, initial string) {
+	t.Helper()
+	m := c.members[i]
+	args := []string{
+		"--name=" + m.name,
+		"--data-dir=" + filepath.Join(c.dir, m.name),
+		"--listen-client-urls=" + clientURL(m.client),
+		"--advertise-client-urls=" + clientURL(m.client),
+		"--listen-peer-urls=" + peerURL(m.peer),
+		"--initial-advertise-peer-urls=" + peerURL(m.peer),
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+		"--watch-progress-notify-interval=" + ProgressInterval.String(),
+	}
+	if initial != "" {
+		args = append(args, "--initial-cluster="+initial, "--initial-cluster-state=new", "--initial-cluster-token=resumable-test")
+	}
+	log := filepath.Join(c.dir, m.name+".log")
+	p, err := StartProc(m.name, c.bin, args, log, log)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	m.proc = p
+}
+
+// awaitHealthy waits until member i answers /health with a leader, and
+// records its member ID.
+func (c *Cluster) awaitHealthy(t testing.TB, i int) {
+	t.Helper()
+	m := c.members[i]
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for {
+		if exited, err := m.proc.Exited(); exited {
+			t.Fatalf("cluster: %s exited: %v\n%s", m.name, err, c.tails())
+		}
+		if healthy(ctx, hc, clientURL(m.client)+"/health") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster: %s not healthy within %v\n%s", m.name, startTimeout, c.tails())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cl := c.Client(t, c.Endpoint(i))
+	st, err := cl.Status(ctx, c.Endpoint(i))
+	if err != nil {
+		t.Fatalf("cluster: status of %s: %v", m.name, err)
+	}
+	m.id = st.Header.MemberId
+	cl.Close()
+}
+
+func healthy(ctx context.Context, hc *http.Client, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`)
+}
+
+func (c *Cluster) cleanup(t testing.TB) {
+	for _, m := range c.members {
+		if m.proc != nil {
+			m.proc.Kill()
+			m.proc = nil
+		}
+	}
+	if t.Failed() {
+		t.Logf("cluster: logs in %s\n%s", c.dir, c.tails())
+	}
+}
+
+func (c *Cluster) tails() string {
+	var b strings.Builder
+	for _, m := range c.members {
+		path := filepath.Join(c.dir, m.name+".log")
+		fmt.Fprintf(&b, "---- tail of %s\n%s\n", path, Tail(path, 30))
+	}
+	return b.String()
+}
+
+func clientURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+func peerURL(port int) string   { return "http://127.0.0.1:" + strconv.Itoa(port) }
+
+// freePorts returns n distinct ports free on 127.0.0.1 a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Proc is one run of a child process in its own process group, with its
+// stdout and stderr in files.
+type Proc struct {
+	Name string
+	// Stdout and Stderr are the paths of the files the process writes.
+	Stdout, Stderr string
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed once Wait returned
+	err  error         // Wait's result, read after done is closed
+}
+
+// StartProc starts bin with args. Its stdout and stderr are appended to
+// stdout and stderr (the same path for both is allowed). On Linux the
+// process is killed if the test binary dies.
+func StartProc(name, bin string, args []string, stdout, stderr string) (*Proc, error) {
+	open := func(path string) (*os.File, error) {
+		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	out, err := open(stdout)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", name, err)
+	}
+	defer out.Close() // the child keeps its own descriptor
+	errf := out
+	if stderr != stdout {
+		if errf, err = open(stderr); err != nil {
+			return nil, fmt.Errorf("cluster: %s: %w", name, err)
+		}
+		defer errf.Close()
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, errf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+	}
+	p := &Proc{Name: name, Stdout: stdout, Stderr: stderr, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid returns the process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited and was reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has ended, and Wait's error.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Signal sends sig to the process group.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	if err := signalGroup(p.Pid(), sig); err != nil {
+		return fmt.Errorf("cluster: signal %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Wait waits up to d for the process to exit and returns Wait's error; it
+// returns an error saying so when the process is still running.
+func (p *Proc) Wait(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.err
+	case <-t.C:
+		return fmt.Errorf("cluster: %s still running after %v", p.Name, d)
+	}
+}
+
+// Kill kills the process group and reaps the process. A process already
+// gone is not an error.
+func (p *Proc) Kill() {
+	_ = signalGroup(p.Pid(), syscall.SIGCONT) // a stopped process must run to die of SIGKILL promptly
+	_ = signalGroup(p.Pid(), syscall.SIGKILL)
+	<-p.done
+}
+
+// State returns the process's state letter from /proc (R, S, T for
+// stopped, Z), or "" where /proc is not available.
+func (p *Proc) State() string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
+}
+
+// AwaitStopped waits until the process is stopped (state T), which
+// SIGSTOP makes it at some point after kill(2) returned.
+func (p *Proc) AwaitStopped(d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		switch s := p.State(); s {
+		case "T", "t":
+			return nil
+		case "":
+			return errors.New("cluster: process state unknown (no /proc)")
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("cluster: %s not stopped after %v (state %s)", p.Name, d, p.State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Tail returns the last n lines of the file at path.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no file: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

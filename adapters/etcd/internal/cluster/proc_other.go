@@ -1,0 +1,24 @@
+//go:build !linux
+
+package cluster
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// sysProcAttr has no process groups to set up outside Linux.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// signalGroup signals the process itself outside Linux; SIGKILL kills it.
+func signalGroup(pid int, sig syscall.Signal) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return nil
+	}
+	if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}

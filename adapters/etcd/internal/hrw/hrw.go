@@ -1,0 +1,41 @@
+// Package hrw is rendezvous (highest random weight) hashing: every process
+// that knows the same members picks the same member for a stream, and a
+// member joining or leaving moves only the streams it wins or held.
+package hrw
+
+// Score returns member's weight for stream: a 64-bit FNV-1a hash of both
+// names, separated by a zero byte, through the SplitMix64 finalizer. It is
+// the same in every process and every release.
+func Score(member, stream string) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for i := 0; i < len(member); i++ {
+		h = (h ^ uint64(member[i])) * prime
+	}
+	h *= prime // the zero byte between the names
+	for i := 0; i < len(stream); i++ {
+		h = (h ^ uint64(stream[i])) * prime
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// Pick returns the member of members with the highest score for stream (the
+// smallest name among equal scores), and false when members is empty.
+func Pick(stream string, members []string) (string, bool) {
+	best, bestScore, ok := "", uint64(0), false
+	for _, m := range members {
+		s := Score(m, stream)
+		if !ok || s > bestScore || (s == bestScore && m < best) {
+			best, bestScore, ok = m, s, true
+		}
+	}
+	return best, ok
+}

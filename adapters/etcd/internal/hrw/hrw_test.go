@@ -1,0 +1,47 @@
+package hrw_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
+)
+
+func TestPickEmpty(t *testing.T) {
+	if got, ok := hrw.Pick("s", nil); ok {
+		t.Errorf("Pick(s, nil) = %q, true, want false", got)
+	}
+}
+
+func TestPickIgnoresOrder(t *testing.T) {
+	a, _ := hrw.Pick("s", []string{"w1", "w2", "w3"})
+	b, _ := hrw.Pick("s", []string{"w3", "w1", "w2"})
+	if a != b {
+		t.Errorf("Pick() = %q in one order and %q in another", a, b)
+	}
+}
+
+// TestSpread checks that streams spread over members and that removing a
+// member moves only the streams it held.
+func TestSpread(t *testing.T) {
+	members := []string{"w1", "w2", "w3"}
+	counts := map[string]int{}
+	owner := map[string]string{}
+	for i := range 3000 {
+		s := fmt.Sprintf("stream-%d", i)
+		m, _ := hrw.Pick(s, members)
+		counts[m]++
+		owner[s] = m
+	}
+	for _, m := range members {
+		if counts[m] < 800 || counts[m] > 1200 {
+			t.Errorf("member %s picked for %d of 3000 streams, want about 1000", m, counts[m])
+		}
+	}
+	for s, was := range owner {
+		now, _ := hrw.Pick(s, []string{"w1", "w3"})
+		if was != "w2" && now != was {
+			t.Errorf("Pick(%s) moved from %s to %s when w2 left", s, was, now)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/stream"
+)
+
+// DefaultPageSize is the number of keys a resync reads per request when
+// [Resync] is given no page size.
+const DefaultPageSize = 1000
+
+// Resync returns the [stream.ResyncFunc] that closes a gap after the cursor
+// of a [Source] over prefix expired (its revision was compacted): it reads
+// the keys under prefix through kv at the current revision, pageSize keys a
+// request (DefaultPageSize when pageSize <= 0), every page at that same
+// revision, and streams them through emit as one [ResyncStart] event, one
+// [Put] event per key (in key order, with the key's own revisions), and one
+// [ResyncEnd] event. The stream then continues after that revision. Every
+// event's Cursor is the revision read.
+//
+// Keys deleted in the gap are not replayed: the markers say when to drop
+// what the replay lacked. Nothing is held beyond one page. A failed read
+// (including that revision being compacted while the pages are read) is
+// returned as it is, and retried by a stream: the replay then starts over.
+func Resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event, Cursor] {
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	key, end := prefixRange(prefix)
+	return func(ctx context.Context, _ error, emit func(Event) error) (Cursor, error) {
+		resp, err := kv.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize)))
+		if err != nil {
+			return Cursor{}, fmt.Errorf("etcd: resync of %q: %w", prefix, err)
+		}
+		at := Cursor{Revision: resp.Header.Revision}
+		if err := emit(Event{Type: ResyncStart, Cursor: at}); err != nil {
+			return Cursor{}, err
+		}
+		for {
+			for _, kv := range resp.Kvs {
+				if err := emit(Event{
+					Type:           Put,
+					Key:            kv.Key,
+					Value:          kv.Value,
+					ModRevision:    kv.ModRevision,
+					CreateRevision: kv.CreateRevision,
+					Version:        kv.Version,
+					Lease:          kv.Lease,
+					Cursor:         at,
+				}); err != nil {
+					return Cursor{}, err
+				}
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			next := string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			resp, err = kv.Get(ctx, next, clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize)), clientv3.WithRev(at.Revision))
+			if err != nil {
+				return Cursor{}, fmt.Errorf("etcd: resync of %q at revision %d: %w", prefix, at.Revision, err)
+			}
+		}
+		if err := emit(Event{Type: ResyncEnd, Cursor: at}); err != nil {
+			return Cursor{}, err
+		}
+		return at, nil
+	}
+}

@@ -1,0 +1,183 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// Store is a [cursor.Store] that keeps one stream's cursor in one etcd key,
+// encoded by a [cursor.Codec]. Make one with [NewStore], or with
+// [NewOwnerStore] for a stream run by a [Group]. It is safe for concurrent
+// use.
+//
+// Save is a compare-and-set: a transaction that writes the key only if it
+// has not been written since this Store read it (Load) or wrote it (Save),
+// and only if every fence condition ([WithFence]) holds. A Save whose fence
+// failed returns an error matching [ErrNotOwner]; one that found the key
+// changed returns an error matching [ErrCursorChanged]. Both are marked
+// [errclass.Permanent], and both leave the key as it was. A Save that fails
+// any other way (etcd unreachable, no leader) is retried by a stream, and
+// also leaves the key as it was or writes it whole: a transaction is all or
+// nothing.
+type Store[C any] struct {
+	kv      clientv3.KV
+	key     string
+	codec   cursor.Codec[C]
+	initial C
+	fence   []clientv3.Cmp
+	timeout time.Duration
+
+	mu     sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
+	modRev int64      // the key's mod revision as last read or written; 0: absent
+	known  bool       // modRev was read or written
+}
+
+var _ cursor.Store[int] = (*Store[int])(nil)
+
+// StoreOption configures [NewStore].
+type StoreOption interface {
+	applyStore(*storeConfig)
+}
+
+type storeConfig struct {
+	fence   []clientv3.Cmp
+	timeout time.Duration
+	errs    []error
+}
+
+type storeOptionFunc func(*storeConfig)
+
+func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
+
+// WithFence makes every Save conditional on cmps, in the same transaction as
+// the write: a Save whose condition fails writes nothing and returns an
+// error matching [ErrNotOwner]. [Owner.Fence] is the condition that the
+// process still owns its stream.
+func WithFence(cmps ...clientv3.Cmp) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) { c.fence = append(c.fence, cmps...) })
+}
+
+// WithTimeout bounds each Load and Save by d, on top of its context. The
+// etcd client waits for a connection as long as the context allows, so
+// without a timeout a Save during a network partition waits for the
+// partition to heal; with one it fails, and a stream retries it (and
+// reopens after its committed cursor). Default: no timeout. A negative d
+// makes NewStore fail.
+func WithTimeout(d time.Duration) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithTimeout(%v): the timeout must not be negative", ErrInvalid, d))
+			return
+		}
+		c.timeout = d
+	})
+}
+
+// NewStore returns a Store that keeps its cursor at key through kv (a
+// *clientv3.Client, or its KV). Load returns initial while the key does not
+// exist. It returns an error matching [ErrInvalid] for a nil kv or codec or
+// an empty key.
+func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
+	switch {
+	case kv == nil:
+		return nil, fmt.Errorf("%w: NewStore: the KV is nil", ErrInvalid)
+	case codec == nil:
+		return nil, fmt.Errorf("%w: NewStore: the codec is nil", ErrInvalid)
+	case key == "":
+		return nil, fmt.Errorf("%w: NewStore: the key is empty", ErrInvalid)
+	}
+	var cfg storeConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyStore(&cfg)
+		}
+	}
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
+}
+
+// Key returns the key the Store keeps its cursor at.
+func (s *Store[C]) Key() string { return s.key }
+
+// bound applies the Store's timeout to ctx.
+func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+// Load reads the cursor: the initial one when the key does not exist. A value
+// the codec cannot decode gives an error matching [ErrCorrupt]. The read is
+// linearizable: it sees every Save that returned before it started.
+func (s *Store[C]) Load(ctx context.Context) (C, error) {
+	var zero C
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	resp, err := s.kv.Get(ctx, s.key)
+	if err != nil {
+		return zero, fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err)
+	}
+	c := s.initial
+	var modRev int64
+	if len(resp.Kvs) > 0 {
+		kv := resp.Kvs[0]
+		if c, err = s.codec.Decode(kv.Value); err != nil {
+			return zero, errclass.Permanent(fmt.Errorf("%w: %q at revision %d: %w", ErrCorrupt, s.key, kv.ModRevision, err))
+		}
+		modRev = kv.ModRevision
+	}
+	s.mu.Lock()
+	s.modRev, s.known = modRev, true
+	s.mu.Unlock()
+	return c, nil
+}
+
+// Save writes c, fenced and compared as the type's documentation says. A
+// Save before any Load only checks the fence.
+func (s *Store[C]) Save(ctx context.Context, c C) error {
+	data, err := s.codec.Encode(c)
+	if err != nil {
+		return errclass.Permanent(fmt.Errorf("etcd: encoding the cursor for %q: %w", s.key, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// The fence guards a compare-and-set of the key: a failed fence shows
+	// as the outer transaction failing, a changed key as the inner one.
+	put := clientv3.OpPut(s.key, string(data))
+	if s.known {
+		put = clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev)},
+			[]clientv3.Op{put},
+			[]clientv3.Op{clientv3.OpGet(s.key, clientv3.WithKeysOnly())})
+	}
+	resp, err := s.kv.Txn(ctx).If(s.fence...).Then(put).Commit()
+	if err != nil {
+		return fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
+	}
+	if !resp.Succeeded {
+		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
+	}
+	if inner := resp.Responses[0].GetResponseTxn(); inner != nil && !inner.Succeeded {
+		var now int64
+		if r := inner.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+			now = r.Kvs[0].ModRevision
+		}
+		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
+			ErrCursorChanged, s.key, now, s.modRev))
+	}
+	s.modRev, s.known = resp.Header.Revision, true
+	return nil
+}

@@ -1,0 +1,157 @@
+package etcd_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/resumable-go/resumable/adapters/etcd"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// get returns the value at key, and false when it does not exist.
+func get(t *testing.T, c *clientv3.Client, key string) (string, bool) {
+	t.Helper()
+	resp, err := c.Get(ctxFor(t), key)
+	if err != nil {
+		t.Fatalf("Get(%s) = %v", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false
+	}
+	return string(resp.Kvs[0].Value), true
+}
+
+func newStore(t *testing.T, c *clientv3.Client, key string, opts ...etcd.StoreOption) *etcd.Store[etcd.Cursor] {
+	t.Helper()
+	s, err := etcd.NewStore(c, key, etcd.CursorCodec(), etcd.Cursor{Revision: 7}, opts...)
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	return s
+}
+
+func TestStoreLoadSave(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxFor(t)
+	key := newPrefix(t) + "cursor"
+	s := newStore(t, c, key)
+	if got, err := s.Load(ctx); err != nil || got != (etcd.Cursor{Revision: 7}) {
+		t.Fatalf("Load() of a missing key = %v, %v; want the initial cursor", got, err)
+	}
+	for _, want := range []etcd.Cursor{{Revision: 9, Index: 2}, {Revision: 9}, {Revision: 12, Index: 1}} {
+		if err := s.Save(ctx, want); err != nil {
+			t.Fatalf("Save(%v) = %v", want, err)
+		}
+		got, err := newStore(t, c, key).Load(ctx)
+		if err != nil || got != want {
+			t.Errorf("Load() after Save(%v) = %v, %v", want, got, err)
+		}
+	}
+	if v, _ := get(t, c, key); v != "{\"revision\":12,\"index\":1}\n" {
+		t.Errorf("stored value = %q", v)
+	}
+}
+
+func TestStoreCorrupt(t *testing.T) {
+	c := newClient(t)
+	key := newPrefix(t) + "cursor"
+	put(t, c, key, "not a cursor")
+	_, err := newStore(t, c, key).Load(ctxFor(t))
+	if !errors.Is(err, etcd.ErrCorrupt) {
+		t.Fatalf("Load() = %v, want %v", err, etcd.ErrCorrupt)
+	}
+	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
+		t.Errorf("Classify(%v) = %v, want fail", err, d)
+	}
+}
+
+// TestStoreFence checks that a Save whose fence fails writes nothing and is
+// permanent.
+func TestStoreFence(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxFor(t)
+	p := newPrefix(t)
+	put(t, c, p+"owner", "me")
+	resp, err := c.Get(ctx, p+"owner")
+	if err != nil {
+		t.Fatalf("Get() = %v", err)
+	}
+	fence := clientv3.Compare(clientv3.CreateRevision(p+"owner"), "=", resp.Kvs[0].CreateRevision)
+	s := newStore(t, c, p+"cursor", etcd.WithFence(fence))
+	if _, err := s.Load(ctx); err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	if err := s.Save(ctx, etcd.Cursor{Revision: 10}); err != nil {
+		t.Fatalf("Save() while the fence holds = %v", err)
+	}
+	if _, err := c.Delete(ctx, p+"owner"); err != nil {
+		t.Fatalf("Delete() = %v", err)
+	}
+	// A successor writes the cursor: the refusal still names the fence.
+	if err := newStore(t, c, p+"cursor").Save(ctx, etcd.Cursor{Revision: 20}); err != nil {
+		t.Fatalf("successor's Save() = %v", err)
+	}
+	err = s.Save(ctx, etcd.Cursor{Revision: 11})
+	if !errors.Is(err, etcd.ErrNotOwner) {
+		t.Fatalf("Save() after the fence failed = %v, want %v", err, etcd.ErrNotOwner)
+	}
+	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
+		t.Errorf("Classify(%v) = %v, want fail", err, d)
+	}
+	if got, _ := newStore(t, c, p+"cursor").Load(ctx); got != (etcd.Cursor{Revision: 20}) {
+		t.Errorf("cursor after a refused Save = %v, want the successor's %v", got, etcd.Cursor{Revision: 20})
+	}
+}
+
+// TestStoreChangedUnder checks that a Save does not overwrite a cursor
+// written by someone else since the store read it.
+func TestStoreChangedUnder(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxFor(t)
+	key := newPrefix(t) + "cursor"
+	s := newStore(t, c, key)
+	if _, err := s.Load(ctx); err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	other := newStore(t, c, key)
+	if err := other.Save(ctx, etcd.Cursor{Revision: 50}); err != nil {
+		t.Fatalf("other Save() = %v", err)
+	}
+	err := s.Save(ctx, etcd.Cursor{Revision: 40})
+	if !errors.Is(err, etcd.ErrCursorChanged) {
+		t.Fatalf("Save() after another writer = %v, want %v", err, etcd.ErrCursorChanged)
+	}
+	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
+		t.Errorf("Classify(%v) = %v, want fail", err, d)
+	}
+	if got, _ := newStore(t, c, key).Load(ctx); got != (etcd.Cursor{Revision: 50}) {
+		t.Errorf("cursor = %v, want the other writer's %v", got, etcd.Cursor{Revision: 50})
+	}
+}
+
+func TestNewStoreInvalid(t *testing.T) {
+	c := newClient(t)
+	tests := []struct {
+		name  string
+		kv    clientv3.KV
+		key   string
+		codec cursor.Codec[etcd.Cursor]
+		opts  []etcd.StoreOption
+	}{
+		{name: "nil kv", kv: nil, key: "k", codec: etcd.CursorCodec()},
+		{name: "empty key", kv: c, key: "", codec: etcd.CursorCodec()},
+		{name: "nil codec", kv: c, key: "k", codec: nil},
+		{name: "negative timeout", kv: c, key: "k", codec: etcd.CursorCodec(), opts: []etcd.StoreOption{etcd.WithTimeout(-time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}, tt.opts...); !errors.Is(err, etcd.ErrInvalid) {
+				t.Errorf("NewStore() = %v, want %v", err, etcd.ErrInvalid)
+			}
+		})
+	}
+}

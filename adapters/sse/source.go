@@ -1,0 +1,337 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// Event is one server-sent event, or a heartbeat.
+type Event struct {
+	// ID is the event's last event ID as the standard defines it: the value
+	// of the last id: field received on the stream, in this event or an
+	// earlier one (on this connection, or sent as Last-Event-ID when it was
+	// opened). It is the cursor: a reconnect sends it back as Last-Event-ID.
+	ID string
+	// Type is the value of the event's event: field, or "message" when it
+	// had none. It is empty for a heartbeat.
+	Type string
+	// Data is the event's data: fields joined with "\n". It is empty for a
+	// heartbeat.
+	Data string
+	// Heartbeat marks a sign of life that is not an event: comment lines
+	// (": ping") the server sent between events, reported once before the
+	// Conn waits for more input, or a block that moved the last event ID
+	// without any data ("id: 42" and a blank line), which a browser would
+	// send back on its next reconnect. ID is the last event ID.
+	// [EventID] reports a heartbeat as [cursor.ProgressOnly], so the Resumer
+	// commits ID, counts the heartbeat as activity for
+	// [stream.WithIdleTimeout], and never hands it to the handler.
+	Heartbeat bool
+}
+
+// DefaultMaxEventSize is the largest event a [Source] accepts when its
+// MaxEventSize is zero: 1 MiB.
+const DefaultMaxEventSize = 1 << 20
+
+// ErrEventTooLarge is matched by the error that ends a connection on which
+// one line, or the field lines of one event, add up to more than the
+// Source's MaxEventSize bytes. The error is marked [errclass.Permanent]:
+// reconnecting would receive the same event again.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
+// ErrUnsendableID is matched by the error [EventID] returns for an event
+// whose ID holds a control character that an HTTP header cannot carry
+// (U+0001 to U+0008, U+000B to U+001F, U+007F; NULL, CR and LF never reach
+// an ID), and by the error [Source.Open] returns, marked
+// [errclass.Permanent], for such a cursor. net/http refuses to send it, so
+// a stream resumed from it would fail before reaching the server, forever.
+var ErrUnsendableID = errors.New("sse: event id cannot be sent back in a Last-Event-ID header")
+
+// EventID is the [cursor.Extractor] of a [Source]: an event's cursor is its
+// ID. It returns [cursor.ProgressOnly] for a heartbeat, and an error
+// matching [ErrUnsendableID] for an ID that could not be sent back on a
+// reconnect; the Resumer then stops before handling that event, with the
+// last good ID committed.
+func EventID(ev Event) (string, error) {
+	if err := checkID(ev.ID); err != nil {
+		return "", err
+	}
+	if ev.Heartbeat {
+		return ev.ID, cursor.ProgressOnly
+	}
+	return ev.ID, nil
+}
+
+// checkID returns an error matching ErrUnsendableID when id holds a byte
+// that net/http refuses in a header value.
+func checkID(id string) error {
+	for i := range len(id) {
+		if c := id[i]; c < ' ' && c != '\t' || c == 0x7F {
+			return fmt.Errorf("%w: id %q has byte %#02x at %d", ErrUnsendableID, id, c, i)
+		}
+	}
+	return nil
+}
+
+// StatusError is the error [Source.Open] returns for a response other than
+// 200 OK with an event stream: another status, or another Content-Type.
+type StatusError struct {
+	// Code is the HTTP status code.
+	Code int
+	// ContentType is the response's Content-Type header.
+	ContentType string
+	// Body is the start of the response body (at most 512 bytes).
+	Body string
+	// RetryAfter is the delay the Retry-After header asked for; zero when
+	// there was none.
+	RetryAfter time.Duration
+}
+
+// Error returns, for example, `sse: server answered 503 Service Unavailable,
+// Content-Type "text/plain", body "busy"`.
+func (e *StatusError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sse: server answered %d %s", e.Code, http.StatusText(e.Code))
+	if e.Code == http.StatusOK {
+		fmt.Fprintf(&b, " with Content-Type %q, not text/event-stream", e.ContentType)
+	} else if e.ContentType != "" {
+		fmt.Fprintf(&b, ", Content-Type %q", e.ContentType)
+	}
+	if e.Body != "" {
+		fmt.Fprintf(&b, ", body %q", e.Body)
+	}
+	return b.String()
+}
+
+// Source is a [stream.Source] of server-sent events: each Open is an HTTP
+// GET of URL that sends the cursor as Last-Event-ID. See the package
+// documentation for how it treats each response and how a connection ends.
+//
+// A Source remembers the reconnection time the server set with retry:
+// across connections, as an EventSource does, so it serves one stream at a
+// time. Its fields must not change once it is in use. The zero MaxEventSize
+// and a nil Client or Header are ready to use.
+type Source struct {
+	// URL is the event stream's address.
+	URL string
+	// Client sends the requests; nil means http.DefaultClient. Its Timeout
+	// must be zero, since it would cut every stream. Redirects are followed
+	// as the Client's CheckRedirect allows; Last-Event-ID goes along.
+	Client *http.Client
+	// Header holds extra request headers, such as Authorization. Accept,
+	// Cache-Control and Last-Event-ID are set by Open.
+	Header http.Header
+	// MaxEventSize bounds the bytes of one line, and of the field lines of
+	// one event, before the connection fails with [ErrEventTooLarge]. Zero
+	// means [DefaultMaxEventSize]; a negative value makes Open fail.
+	MaxEventSize int
+
+	retry atomic.Int64 // the reconnection time, in nanoseconds
+}
+
+var (
+	_ stream.Source[Event, string] = (*Source)(nil)
+	_ stream.ContextRespecter      = (*Source)(nil)
+)
+
+// RecvRespectsContext reports true: a Conn's Recv returns as soon as its
+// ctx ends (see [stream.ContextRespecter]).
+func (s *Source) RecvRespectsContext() bool { return true }
+
+// errorBodyWait bounds the wait for the start of an error response's body,
+// so that a server that sends a status and then nothing cannot hold Open.
+const errorBodyWait = time.Second
+
+// Open sends the request and returns the connection once the server
+// answered 200 OK with Content-Type text/event-stream. Its errors are
+// marked for [errclass.Default]; see the package documentation.
+func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], error) {
+	if err := s.check(after); err != nil {
+		return nil, errclass.Permanent(err)
+	}
+	reqCtx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		cancel()
+		return nil, errclass.Permanent(fmt.Errorf("sse: %w", err))
+	}
+	if s.Header != nil {
+		req.Header = s.Header.Clone()
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cache-Control", "no-cache")
+	req.Header.Del("Last-Event-ID")
+	if after != "" {
+		req.Header.Set("Last-Event-ID", after)
+	}
+	resp, err := s.client().Do(req)
+	if err != nil {
+		cancel()
+		return nil, s.floor(fmt.Errorf("sse: %w", err), 0)
+	}
+	ctype := resp.Header.Get("Content-Type")
+	if resp.StatusCode == http.StatusOK {
+		if mt, _, _ := mime.ParseMediaType(ctype); mt == "text/event-stream" {
+			max := s.MaxEventSize
+			if max == 0 {
+				max = DefaultMaxEventSize
+			}
+			return &conn{
+				p:      newParser(resp.Body, after, max, &s.retry),
+				src:    s,
+				body:   resp.Body,
+				cancel: cancel,
+				done:   ctx.Done(),
+			}, nil
+		}
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		_ = resp.Body.Close()
+		cancel()
+		return nil, stream.ErrEndOfStream // "do not reconnect"
+	}
+	serr := &StatusError{
+		Code:        resp.StatusCode,
+		ContentType: ctype,
+		Body:        readErrorBody(resp.Body, cancel),
+		RetryAfter:  retryAfter(resp.Header),
+	}
+	switch c := serr.Code; {
+	case c == http.StatusRequestTimeout, c == http.StatusTooManyRequests, c >= 500:
+		return nil, s.floor(serr, serr.RetryAfter)
+	}
+	return nil, errclass.Permanent(serr)
+}
+
+// check validates the Source's settings and the cursor to resume after.
+func (s *Source) check(after string) error {
+	if s.MaxEventSize < 0 {
+		return fmt.Errorf("sse: MaxEventSize %d is negative", s.MaxEventSize)
+	}
+	if c := s.Client; c != nil && c.Timeout != 0 {
+		return fmt.Errorf("sse: the Client's Timeout is %v; it would cut every stream", c.Timeout)
+	}
+	return checkID(after)
+}
+
+func (s *Source) client() *http.Client {
+	if s.Client == nil {
+		return http.DefaultClient
+	}
+	return s.Client
+}
+
+// floor marks err with the longer of d and the server's reconnection time,
+// when either is set, so that the next wait lasts at least that long.
+func (s *Source) floor(err error, d time.Duration) error {
+	if d = max(d, time.Duration(s.retry.Load())); d > 0 {
+		return errclass.RetryAfter(err, d)
+	}
+	return err
+}
+
+// readErrorBody returns the start of an unwanted response's body and
+// releases the response.
+func readErrorBody(body io.ReadCloser, cancel context.CancelFunc) string {
+	t := time.AfterFunc(errorBodyWait, cancel)
+	b, _ := io.ReadAll(io.LimitReader(body, 512))
+	t.Stop()
+	_ = body.Close()
+	cancel()
+	return string(b)
+}
+
+// retryAfter reads a response's Retry-After header: delay-seconds, or an
+// HTTP date, taken relative to the response's Date header when it has one
+// (so that the two clocks need not agree) and to the local clock if not.
+// A number of seconds too large for a time.Duration saturates.
+func retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	const maxSeconds = math.MaxInt64 / int64(time.Second)
+	if n, ok := parseDigits(v, maxSeconds); ok {
+		if n > maxSeconds {
+			return math.MaxInt64
+		}
+		return time.Duration(n) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
+	}
+	return max(t.Sub(now), 0)
+}
+
+// conn is one response's worth of events.
+type conn struct {
+	p      parser
+	src    *Source
+	body   io.Closer
+	cancel context.CancelFunc // ends the request
+	done   <-chan struct{}    // Done of Open's ctx, which the request already follows
+	err    error              // the error that ended the connection
+	closed atomic.Bool
+}
+
+// Recv returns the next event or heartbeat. A connection ends with io.EOF
+// when the server closed it between events (marked [errclass.RetryAfter]
+// once the server set a reconnection time), and with an error otherwise;
+// once ended it returns the same error again.
+func (c *conn) Recv(ctx context.Context) (Event, error) {
+	if c.err != nil {
+		return Event{}, c.err
+	}
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	if d := ctx.Done(); d != nil && d != c.done {
+		stop := context.AfterFunc(ctx, c.cancel) // another context: make it end the read too
+		defer stop()
+	}
+	ev, err := c.p.next()
+	if err == nil {
+		return ev, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case c.closed.Load():
+		err = fmt.Errorf("sse: connection closed: %w", net.ErrClosed)
+	case errors.Is(err, ErrEventTooLarge):
+		err = errclass.Permanent(err)
+	default:
+		err = c.src.floor(err, 0)
+	}
+	c.err = err
+	return Event{}, err
+}
+
+// Close ends the request, which unblocks a pending Recv. It may be called
+// more than once, and concurrently with Recv.
+func (c *conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	_ = c.body.Close()
+	return nil
+}

@@ -1,0 +1,71 @@
+package prom_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/metrics/prom"
+	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/stream/streamtest"
+)
+
+// A Collector registered once, a stream attached to it under a name, and
+// the series served on a /metrics endpoint (here on loopback, by httptest).
+func Example() {
+	c, err := prom.NewCollector()
+	if err != nil {
+		log.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	// A stream of three events whose first Open fails and whose first
+	// connection breaks after one event.
+	src := streamtest.NewSource([]string{"a", "b", "c"},
+		streamtest.Step{Kind: streamtest.FailOpen},
+		streamtest.Step{Kind: streamtest.BreakAfter, K: 1})
+	hooks, detach := prom.Hooks[int64](c, "orders")
+	defer detach() // once the stream is done: drops the series of "orders"
+	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithHooks(hooks), stream.WithBackoff(backoff.None()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = r.Run(context.Background(), func(context.Context, streamtest.Event[string]) error { return nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, name := range []string{"resumable_events_total", "resumable_opens_total", "resumable_failures_total", "resumable_reconnect_delay_seconds_count"} {
+			if strings.HasPrefix(line, name+"{") {
+				fmt.Println(line)
+			}
+		}
+	}
+	// Output:
+	// resumable_events_total{name="orders"} 3
+	// resumable_failures_total{action="expired",name="orders"} 0
+	// resumable_failures_total{action="fail",name="orders"} 0
+	// resumable_failures_total{action="retry",name="orders"} 2
+	// resumable_opens_total{name="orders"} 2
+	// resumable_reconnect_delay_seconds_count{name="orders"} 2
+}
