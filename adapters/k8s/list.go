@@ -20,10 +20,10 @@ import (
 // unless [WithPageSize] says otherwise: 500, as client-go's informers.
 const DefaultPageSize = 500
 
-// watchListTimeout bounds a WatchList request (TimeoutSeconds): a server
+// watchListTimeoutSeconds bounds a WatchList request (TimeoutSeconds): a server
 // that ignores SendInitialEvents and sends nothing cannot hold a resync
 // longer. It is the longest of client-go's reflector's watch timeouts.
-const watchListTimeout = 10 * 60
+const watchListTimeoutSeconds = 10 * 60
 
 // ResyncOption configures [ListResync] and [WatchListResync]. A nil
 // ResyncOption is ignored.
@@ -253,7 +253,7 @@ const (
 // event arrived, and what to do next otherwise. An error (ctx's, or
 // emit's) is one the resync must return.
 func (wl *watchLister) watchList(ctx context.Context, from string, emit func(watch.Event) error) (string, watchListEnd, error) {
-	timeout := int64(watchListTimeout)
+	timeout := int64(watchListTimeoutSeconds)
 	sendInitialEvents := true
 	w, err := wl.w.WatchWithContext(ctx, metav1.ListOptions{
 		ResourceVersion:      from,
