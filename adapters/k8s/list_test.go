@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 
 	"github.com/resumable-go/resumable/adapters/k8s"
 )
@@ -277,9 +276,9 @@ func watchList(rv string) metav1.ListOptions {
 	return metav1.ListOptions{
 		ResourceVersion:      rv,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		SendInitialEvents:    ptr.To(true),
+		SendInitialEvents:    ref(true),
 		AllowWatchBookmarks:  true,
-		TimeoutSeconds:       ptr.To[int64](600),
+		TimeoutSeconds:       ref[int64](600),
 	}
 }
 
@@ -450,3 +449,6 @@ func TestWatchListResyncFakeClient(t *testing.T) {
 		}
 	}
 }
+
+// ref returns a pointer to v.
+func ref[T any](v T) *T { return &v }
