@@ -87,7 +87,7 @@ func TestStatusClassifier(t *testing.T) {
 		want       errclass.Decision
 		wantResync errclass.Decision
 	}{
-		{name: "stream: 410", err: inStream(apierrors.NewGone("old").ErrStatus), want: fail, wantResync: expired},
+		{name: "stream: 410", err: inStream(newGone("old").ErrStatus), want: fail, wantResync: expired},
 		{name: "stream: 410 Expired", err: inStream(apierrors.NewResourceExpired("old").ErrStatus), want: fail, wantResync: expired},
 		{name: "stream: 500", err: inStream(apierrors.NewInternalError(errTest).ErrStatus), want: retry, wantResync: retry},
 		{name: "stream: 504 after 3s", err: inStream(apierrors.NewTimeoutError("etcd", 3).ErrStatus), want: errclass.Decision{Action: errclass.Retry, After: 3 * time.Second}, wantResync: errclass.Decision{Action: errclass.Retry, After: 3 * time.Second}},
@@ -96,7 +96,7 @@ func TestStatusClassifier(t *testing.T) {
 		{name: "stream: not a Status", err: &k8s.EventError{Event: watch.Event{Type: watch.Error, Object: &notStatus{}}, Err: apierrors.FromObject(&notStatus{})}, want: retry, wantResync: retry},
 		{name: "open: Forbidden", err: forbidden, want: fail, wantResync: fail},
 		{name: "open: Unauthorized", err: apierrors.NewUnauthorized("no"), want: fail, wantResync: fail},
-		{name: "open: 410 Gone", err: apierrors.NewGone("old"), want: retry, wantResync: expired},
+		{name: "open: 410 Gone", err: newGone("old"), want: retry, wantResync: expired},
 		{name: "open: Expired", err: apierrors.NewResourceExpired("old"), want: retry, wantResync: expired},
 		{name: "open: io.EOF", err: io.EOF, want: unknown, wantResync: unknown},
 		{name: "open: a probable EOF", err: errors.New("connection reset by peer"), want: unknown, wantResync: unknown},
@@ -126,7 +126,7 @@ func (s *stopCounter) Stop() { s.stops++; s.Interface.Stop() }
 
 func TestWatchSource(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("old").ErrStatus)
+	gone := statusEvent(newGone("old").ErrStatus)
 	ch := make(chan watch.Event, 3)
 	ch <- added(6)
 	ch <- gone
@@ -134,7 +134,7 @@ func TestWatchSource(t *testing.T) {
 	close(ch)
 	w := &stopCounter{Interface: watch.NewProxyWatcher(ch)}
 	var opts []metav1.ListOptions
-	src := k8s.WatchSource(&cache.ListWatch{WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+	src := k8s.WatchSource(&cache.ListWatch{WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		opts = append(opts, o)
 		return w, nil
 	}})
@@ -171,7 +171,7 @@ func TestWatchSource(t *testing.T) {
 
 	// A cancelled context unblocks Recv.
 	blocked := &stopCounter{Interface: watch.NewProxyWatcher(make(chan watch.Event))}
-	src = k8s.WatchSource(&cache.ListWatch{WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return blocked, nil }})
+	src = k8s.WatchSource(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return blocked, nil }})
 	conn, err = src.Open(ctx, "5")
 	if err != nil {
 		t.Fatal(err)
@@ -185,11 +185,11 @@ func TestWatchSource(t *testing.T) {
 
 	// An error with a watch stops the watch; a nil watch is a nil Conn.
 	leftover := &stopCounter{Interface: watch.NewProxyWatcher(make(chan watch.Event))}
-	src = k8s.WatchSource(&cache.ListWatch{WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return leftover, errTest }})
+	src = k8s.WatchSource(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return leftover, errTest }})
 	if conn, err := src.Open(ctx, "5"); conn != nil || !errors.Is(err, errTest) || leftover.stops != 1 {
 		t.Errorf("Open() = %v, %v with %d stops, want nil, %v, and the watch stopped", conn, err, leftover.stops, errTest)
 	}
-	src = k8s.WatchSource(&cache.ListWatch{WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return nil, nil }})
+	src = k8s.WatchSource(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, nil }})
 	if conn, err := src.Open(ctx, "5"); conn != nil || err != nil {
 		t.Errorf("Open() of a nil watch = %v, %v, want nil, nil", conn, err)
 	}

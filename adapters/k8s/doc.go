@@ -32,7 +32,8 @@
 //     any other code is retried after the Status's RetryAfterSeconds; an
 //     error object that is not a Status is retried.
 //   - Two consecutive watches start at least [DefaultMinRestartDelay] (1s)
-//     apart, without any other backoff.
+//     apart, without any other backoff. A server's RetryAfterSeconds is
+//     honoured up to [stream.DefaultMaxServerDelay] (ten minutes).
 //   - ResultChan is unbuffered and closed when the watcher stops; Done is
 //     closed after it. Stop and the cancellation of the constructor's
 //     context stop it; Stop never waits for the consumer. Each watcher runs
@@ -41,17 +42,30 @@
 //
 // Beyond client-go, opt-in:
 //   - [WithResync]: survive "resource version too old". With it, a 410 Gone
-//     or Expired, at open or in the stream, calls the [ResyncFunc] (see
-//     [ListResync]), delivers a marker Bookmark ([ResyncAnnotation],
-//     [IsResyncMarker]) and the resync's replay, and continues from the
-//     resource version it returned. [WithOnResync] reports each resync.
-//     Without it a RetryWatcher re-opens an expired resource version once a
-//     second forever when the 410 comes at open, as client-go's does.
+//     or Expired, at open or in the stream, calls the [ResyncFunc]
+//     ([WatchListResync] streams the state, [ListResync] lists it page by
+//     page), delivers its replay between a start marker ([IsResyncMarker])
+//     and an end marker ([IsResyncEnd]), and continues from the resource
+//     version it returned. The reopen after a resync obeys the same minimum
+//     restart delay as any other: two watches start at least a second
+//     apart, resync or not. A resync that fails half-way is retried like
+//     any failure, and the consumer sees a new start marker and the replay
+//     again. [WithOnResync] reports each resync. Without it a RetryWatcher
+//     re-opens an expired resource version once a second forever when the
+//     410 comes at open, as client-go's does.
+//   - [WithResyncDiff]: a resync delivers only what changed — Added,
+//     Modified, and Deleted for what vanished — instead of the whole state.
+//   - [WithIdleTimeout]: reopen a watch that went silent (bookmarks count).
+//   - [WithOpenLimiter]: share a budget of watch opens between watchers.
 //   - [WithBackoff], [WithClassifier]: wait longer between failures, stop on
 //     errors client-go retries or retry errors it stops on.
 //   - [NewRetryWatcherFromNow]: start from the current resource version.
 //   - [Until]: client-go's watchtools.Until over this RetryWatcher.
 //   - [WithLogger]: zap logging (client-go's uses klog).
+//
+// The long form, with the contract case by case, the resync's markers and
+// diff, its memory and how WatchListResync decides, is docs/kubernetes.md
+// in the repository.
 //
 // A failure that stops the watcher for a reason client-go's never meets (a
 // backoff policy that gives up, a failure your classifier says to give up

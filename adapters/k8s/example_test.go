@@ -122,39 +122,164 @@ func Example_swap() {
 
 // With a resync, the watcher survives an expired resource version — which a
 // real API server answers after every restart, and on which client-go's
-// RetryWatcher retries forever. The replay follows a marker bookmark.
+// RetryWatcher retries forever. The replay comes between two marker
+// bookmarks: the whole state, which replaces what the consumer had.
 func ExampleWithResync() {
 	api := newFakeAPI(10, "a", "b")
 	api.expireAt = "5" // the server has forgotten resource version 5
 	lw := api.ListWatch()
 
-	var info k8s.ResyncInfo
+	infos := make(chan k8s.ResyncInfo, 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithResync(k8s.ListResync(lw)),
-		k8s.WithOnResync(func(i k8s.ResyncInfo) { info = i }))
+		k8s.WithOnResync(func(i k8s.ResyncInfo) { infos <- i }))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	for ev := range rw.ResultChan() {
-		if k8s.IsResyncMarker(ev) {
-			fmt.Println("resync: the state as of", ev.Object.(*corev1.ConfigMap).ResourceVersion, "follows")
-			continue
+		rv := ev.Object.(*corev1.ConfigMap).ResourceVersion
+		switch {
+		case k8s.IsResyncMarker(ev):
+			fmt.Println("resync: events after", rv, "were lost; the whole state follows")
+		case k8s.IsResyncEnd(ev):
+			fmt.Println("resync done: watching from", rv)
+		default:
+			fmt.Println(ev.Type, ev.Object.(*corev1.ConfigMap).Name, rv)
 		}
-		cm := ev.Object.(*corev1.ConfigMap)
-		fmt.Println(ev.Type, cm.Name, cm.ResourceVersion)
-		if cm.Name == "b" {
+		if k8s.IsResyncEnd(ev) {
+			break
+		}
+	}
+	info := <-infos // the hook runs once the end marker was received
+	rw.Stop()
+	<-rw.Done()
+	fmt.Printf("resynced from %s to %s after %q; %d objects replayed\n", info.From, info.To, info.Cause, info.Replayed)
+	// Output:
+	// resync: events after 5 were lost; the whole state follows
+	// ADDED a 11
+	// ADDED b 12
+	// resync done: watching from 12
+	// resynced from 5 to 12 after "too old resource version"; 2 objects replayed
+}
+
+// With WithResyncDiff, a resync delivers only what changed while the watch
+// was expired — including the deletions a list cannot show — so that a
+// consumer applies it as any other events. Here the consumer received a and
+// b; while its watch was expired, a was deleted, b updated and c created.
+func ExampleWithResyncDiff() {
+	cm := func(name string, rv int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, ResourceVersion: strconv.Itoa(rv)}}
+	}
+	watches := 0
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "15"},
+				Items: []corev1.ConfigMap{*cm("b", 14), *cm("c", 15)}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			watches++
+			switch watches {
+			case 1: // a and b, then the watch ends
+				ch := make(chan watch.Event, 2)
+				ch <- watch.Event{Type: watch.Added, Object: cm("a", 11)}
+				ch <- watch.Event{Type: watch.Added, Object: cm("b", 12)}
+				close(ch)
+				return watch.NewProxyWatcher(ch), nil
+			case 2: // the server restarted meanwhile
+				return nil, apierrors.NewResourceExpired("too old resource version: 12 (14)")
+			}
+			return watch.NewProxyWatcher(make(chan watch.Event)), nil
+		},
+	}
+	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "10", lw,
+		k8s.WithResync(k8s.ListResync(lw)), k8s.WithResyncDiff(), k8s.WithMinRestartDelay(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() {
+		rw.Stop()
+		<-rw.Done()
+	}()
+	for ev := range rw.ResultChan() {
+		obj := ev.Object.(*corev1.ConfigMap)
+		switch {
+		case k8s.IsResyncMarker(ev):
+			fmt.Println("-- resync from", obj.ResourceVersion)
+		case k8s.IsResyncEnd(ev):
+			fmt.Println("-- resync done at", obj.ResourceVersion)
+		default:
+			fmt.Println(ev.Type, obj.Namespace+"/"+obj.Name, obj.ResourceVersion)
+		}
+		if k8s.IsResyncEnd(ev) {
+			break
+		}
+	}
+	// Output:
+	// ADDED demo/a 11
+	// ADDED demo/b 12
+	// -- resync from 12
+	// MODIFIED demo/b 14
+	// ADDED demo/c 15
+	// DELETED demo/a 11
+	// -- resync done at 15
+}
+
+// WatchListResync streams the state in a WatchList request: the server
+// sends each object as an Added event, then a bookmark annotated
+// k8s.io/initial-events-end at the resource version to continue from.
+// Here the first watch meets an expired resource version.
+func ExampleWatchListResync() {
+	cm := func(name string, rv int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, ResourceVersion: strconv.Itoa(rv)}}
+	}
+	watches := 0
+	lw := &cache.ListWatch{
+		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			watches++
+			switch {
+			case watches == 1:
+				return nil, apierrors.NewResourceExpired("too old resource version: 5 (15)")
+			case o.SendInitialEvents != nil && *o.SendInitialEvents:
+				end := cm("", 20)
+				end.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+				ch := make(chan watch.Event, 3)
+				ch <- watch.Event{Type: watch.Added, Object: cm("a", 11)}
+				ch <- watch.Event{Type: watch.Added, Object: cm("b", 17)}
+				ch <- watch.Event{Type: watch.Bookmark, Object: end}
+				return watch.NewProxyWatcher(ch), nil
+			}
+			return watch.NewProxyWatcher(make(chan watch.Event)), nil // from 20: quiet
+		},
+	}
+	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
+		k8s.WithResync(k8s.WatchListResync(lw)), k8s.WithMinRestartDelay(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for ev := range rw.ResultChan() {
+		obj := ev.Object.(*corev1.ConfigMap)
+		switch {
+		case k8s.IsResyncMarker(ev):
+			fmt.Println("-- resync from", obj.ResourceVersion)
+		case k8s.IsResyncEnd(ev):
+			fmt.Println("-- resync done at", obj.ResourceVersion)
+		default:
+			fmt.Println(ev.Type, obj.Name, obj.ResourceVersion)
+		}
+		if k8s.IsResyncEnd(ev) {
 			break
 		}
 	}
 	rw.Stop()
-	<-rw.Done() // the hook has run: info is safe to read
-	fmt.Printf("resynced from %s to %s after %q; %d objects replayed\n", info.From, info.To, info.Cause, info.Replayed)
+	<-rw.Done()
 	// Output:
-	// resync: the state as of 12 follows
+	// -- resync from 5
 	// ADDED a 11
-	// ADDED b 12
-	// resynced from 5 to 12 after "too old resource version"; 2 objects replayed
+	// ADDED b 17
+	// -- resync done at 20
 }
 
 // Until waits for conditions on a watch that survives disconnects.

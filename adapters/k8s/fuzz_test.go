@@ -101,7 +101,7 @@ func decodeFuzz(data []byte) fuzzScript {
 		case 12:
 			flush()
 			errs := []error{io.EOF, io.ErrUnexpectedEOF, timeoutError{}, errTest,
-				apierrors.NewGone("gone"), apierrors.NewResourceExpired("too old"),
+				newGone("gone"), apierrors.NewResourceExpired("too old"),
 				apierrors.NewForbidden(schema.GroupResource{}, "", errTest), apierrors.NewUnauthorized("no")}
 			s.steps = append(s.steps, step{err: errs[int(b>>4)%len(errs)]})
 		case 13:
@@ -122,7 +122,7 @@ func (s *fuzzScript) model(rv *int) {
 		*rv++
 		r := strconv.Itoa(*rv)
 		s.resyncRVs = append(s.resyncRVs, r)
-		s.want = append(s.want, "BOOKMARK:"+r+":marker", "ADDED:"+r)
+		s.want = append(s.want, "BOOKMARK:"+last+":marker", "ADDED:"+r, "BOOKMARK:"+r+":end")
 		last = r
 	}
 	for _, st := range s.steps {
@@ -189,8 +189,11 @@ func describe(ev watch.Event) string {
 	if err != nil {
 		return string(ev.Type) + ":?"
 	}
-	if k8s.IsResyncMarker(ev) {
+	switch {
+	case k8s.IsResyncMarker(ev):
 		return string(ev.Type) + ":" + m.GetResourceVersion() + ":marker"
+	case k8s.IsResyncEnd(ev):
+		return string(ev.Type) + ":" + m.GetResourceVersion() + ":end"
 	}
 	return string(ev.Type) + ":" + m.GetResourceVersion()
 }
@@ -230,13 +233,13 @@ func FuzzRetryWatcher(f *testing.F) {
 		opts := []k8s.Option{k8s.WithMinRestartDelay(0)}
 		if s.resync {
 			calls := 0
-			opts = append(opts, k8s.WithResync(func(context.Context) (string, []watch.Event, error) {
+			opts = append(opts, k8s.WithResync(func(_ context.Context, emit func(watch.Event) error) (string, error) {
 				if calls >= len(s.resyncRVs) {
-					return "", nil, errors.New("fuzz: unexpected resync")
+					return "", errors.New("fuzz: unexpected resync")
 				}
 				r := s.resyncRVs[calls]
 				calls++
-				return r, []watch.Event{{Type: watch.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "r", ResourceVersion: r}}}}, nil
+				return r, emit(watch.Event{Type: watch.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "r", ResourceVersion: r}}})
 			}))
 		}
 		rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw, opts...)

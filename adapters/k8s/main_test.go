@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -206,3 +208,17 @@ func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 
 var errTest = errors.New("test: injected failure")
+
+// newGone is the 410 Gone an API server answers; apierrors.NewGone builds
+// the same, and is deprecated for servers to use.
+func newGone(message string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonGone, Message: message,
+	}}
+}
+
+// watchFunc is a cache.Watcher (the interface of client-go's deprecated
+// constructors) made of a function.
+type watchFunc func(metav1.ListOptions) (watch.Interface, error)
+
+func (f watchFunc) Watch(o metav1.ListOptions) (watch.Interface, error) { return f(o) }

@@ -4,9 +4,11 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // DefaultMinRestartDelay is the least time between the starts of two
@@ -30,7 +32,11 @@ type config struct {
 	policy     backoff.Policy
 	classifier errclass.Classifier
 	resync     ResyncFunc
+	diff       bool
+	known      []runtime.Object // WithResyncDiff's arguments
 	onResync   func(ResyncInfo)
+	idle       time.Duration
+	limiter    stream.Limiter
 }
 
 func newConfig(opts []Option) config {
@@ -96,21 +102,81 @@ func WithClassifier(c errclass.Classifier) Option {
 // WithResync makes the watcher survive an expired resource version, which
 // client-go's RetryWatcher cannot: when a watch is refused with 410 Gone or
 // Expired (at open or in the stream), f is called, its replay is delivered
-// after a resync marker (see [IsResyncMarker]), and watching continues from
-// the resource version it returned. A failing f is classified like any other
-// failure (retried by default). [ListResync] makes an f from a
-// ListerWatcher. Nil means no resync, which is the default: the watcher then
-// behaves exactly as client-go's.
+// between two marker Bookmarks (see [ResyncAnnotation]), and watching
+// continues from the resource version it returned, after the usual delay
+// (two watches start at least the minimum restart delay apart, resync or
+// not). A failing f is classified like any other failure (retried by
+// default, from a new start marker). [WatchListResync] and [ListResync]
+// make an f from a ListerWatcher. Nil means no resync, which is the
+// default: the watcher then behaves exactly as client-go's.
 func WithResync(f ResyncFunc) Option {
 	return optionFunc(func(c *config) { c.resync = f })
+}
+
+// WithResyncDiff makes a resync deliver only what changed while the watch
+// was expired, instead of the whole state. The watcher remembers the key
+// (namespace and name), UID and resource version of every object it
+// delivered and did not see deleted; a resync then compares its listing
+// with them and delivers, between the same two markers:
+//   - Added for an object never delivered;
+//   - Modified for one whose resource version changed;
+//   - Deleted for one the listing lacks: its object is of the watched type
+//     and has the namespace, name, UID and resource version last delivered
+//     (and the group, version and kind, when the watched objects have one),
+//     nothing else;
+//   - Deleted then Added for one recreated under the same name (another
+//     UID);
+//   - nothing for one unchanged.
+//
+// known are the objects the consumer has from elsewhere, usually the list
+// whose resource version the watch starts from: lists (their items count)
+// or single objects, remembered as if delivered. Without them an object
+// from that list that is deleted while the watch is expired gets no
+// Deleted event, and one that is unchanged comes again as Added. The
+// constructor fails on one that is no list and has no object metadata.
+//
+// A consumer applies these events as it applies any event. It costs memory
+// for every object remembered (about 190 bytes with short names; see
+// docs/kubernetes.md) and, per event, a map update. It needs [WithResync]:
+// without it the constructor fails.
+func WithResyncDiff(known ...runtime.Object) Option {
+	return optionFunc(func(c *config) {
+		c.diff = true
+		c.known = append(c.known, known...)
+	})
 }
 
 // WithOnResync sets a function called after each completed resync, on the
 // watcher's goroutine, after the replay was delivered and before watching
 // resumes. It must not block. It is only ever called when [WithResync] is
 // set. Nil means none. It runs concurrently with the consumer, which may
-// still be handling the last replayed event: to know where in the stream a
-// resync happened, watch for the marker event ([IsResyncMarker]) instead.
+// still be handling the end marker: to know where in the stream a resync
+// happened, watch for the markers ([IsResyncMarker], [IsResyncEnd])
+// instead.
 func WithOnResync(f func(ResyncInfo)) Option {
 	return optionFunc(func(c *config) { c.onResync = f })
+}
+
+// WithIdleTimeout closes and reopens a watch that delivered nothing for d,
+// bookmarks included: it catches a connection that died without the
+// watcher noticing (a peer that vanished without a FIN, a NAT that dropped
+// the flow), on which client-go's RetryWatcher waits until the server's
+// watch timeout, which never comes. The reopen is a retried failure (see
+// [stream.WithIdleTimeout]: the check is coarse, between d and 1.25·d, and
+// reads no clock per event). An API server sends a bookmark to a quiet
+// watch that allows them about once a minute, so d should be well above
+// that: a few minutes. Default 0, off; a negative d makes the constructor
+// fail.
+func WithIdleTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.idle = d })
+}
+
+// WithOpenLimiter makes every watch the watcher opens, the first included,
+// wait on l (after the restart delay). Share one l, a *rate.Limiter from
+// golang.org/x/time/rate say, between many watchers so that they do not
+// stampede an API server that just came back, as every client-go
+// RetryWatcher does a second after it went away. A watcher blocked on l
+// stops promptly. Nil means none, which is the default.
+func WithOpenLimiter(l stream.Limiter) Option {
+	return optionFunc(func(c *config) { c.limiter = l })
 }

@@ -9,25 +9,40 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
 
 // ResyncFunc is called when the resource version has expired (410 Gone /
-// Expired), whether at watch open or in the stream. It returns the resource
-// version to continue from and the events to deliver before continuing.
+// Expired), whether at watch open or in the stream. It streams the state of
+// the collection through emit, one event per object, and returns the
+// resource version the watch continues from: that of its list.
+//
+// emit hands the event to the consumer (the watcher delivers it on
+// ResultChan) and returns an error only when the watcher is stopping; f
+// must then return that error at once. Nothing holds the whole replay: f
+// should emit as it reads, page by page.
 //
 // It is called on the watcher's goroutine with the watcher's context, and
-// should honour it. The replay is delivered as it is, after the resync
-// marker, without being checked; its events should be Added (or Modified)
-// events of the watched type. An error is classified like any other failure (retried
-// by default: the watch is reopened at the expired resource version, fails
-// again, and f is called again); mark it with errclass.Permanent to stop the
-// watcher instead. A resource version of "" or "0" is a permanent error.
-type ResyncFunc func(ctx context.Context) (resourceVersion string, replay []watch.Event, err error)
+// should honour it; [ResyncFrom] tells it the resource version that
+// expired. Without [WithResyncDiff] its events are delivered as they are,
+// between the two resync markers (see [ResyncAnnotation]); they should be
+// Added events of the watched type. With it they are the listing the
+// watcher compares with what it delivered (see [WithResyncDiff]). To start
+// its replay over (its list's continue token expired, say) f emits a resync
+// marker, an event for which [IsResyncMarker] reports true: the watcher then
+// delivers a new start marker and the replay that follows.
+//
+// An error is classified like any other failure: retried by default (the
+// watch is reopened at the expired resource version after the usual delay,
+// fails again, and f is called again: the consumer sees a new start marker
+// and the whole replay again); mark it with errclass.Permanent to stop the
+// watcher instead. An error the classifier calls expired (a 410) stops the
+// watcher. A resource version of "" or "0" is a permanent error.
+type ResyncFunc func(ctx context.Context, emit func(watch.Event) error) (resourceVersion string, err error)
 
 // ResyncInfo describes a completed resync, for [WithOnResync].
 type ResyncInfo struct {
@@ -37,29 +52,56 @@ type ResyncInfo struct {
 	Cause error
 	// From is the expired resource version; To the one the resync returned.
 	From, To string
-	// Replayed is how many events of the ResyncFunc's replay were delivered
-	// (the resync marker not counted).
+	// Replayed is how many events of the replay were delivered, the resync
+	// markers not counted: with [WithResyncDiff], the differences only.
 	Replayed int
 }
 
-// ResyncAnnotation is the annotation that marks the Bookmark event a
-// [RetryWatcher] with [WithResync] delivers right before a resync's replay,
-// with the value "true". The marker's object has the resource version the
-// watch continues from and no other content than this annotation; its Go
-// type is that of the replay's first object, or of the last object
-// delivered, or *metav1.PartialObjectMetadata when neither is known, so that
-// a consumer asserting the watched type does not panic. Test for it with
-// [IsResyncMarker].
+// ResyncAnnotation is the annotation, with the value "true", that marks the
+// Bookmark event a [RetryWatcher] with [WithResync] delivers before a
+// resync's replay: the start marker, for which [IsResyncMarker] reports
+// true. [ResyncEndAnnotation] marks the Bookmark it delivers after the
+// replay: the end marker ([IsResyncEnd]).
 //
-// The marker says: events may have been missed since the previous event;
-// the replay that follows is the state as of the marker's resource version.
-// A consumer that needs no such signal can skip Bookmark events, which a
-// RetryWatcher delivers for nothing else.
+// A marker's object has no other content than its resource version and
+// this annotation; its Go type is that of the objects watched (the replay's
+// first object, or the last object delivered), or
+// *metav1.PartialObjectMetadata when neither is known, so that a consumer
+// asserting the watched type does not panic. The start marker carries the
+// resource version that expired (the last the consumer received,
+// [ResyncInfo].From); the end marker the one the watch continues from
+// ([ResyncInfo].To).
+//
+// The start marker says: events may have been missed since the previous
+// event. Without [WithResyncDiff], the events between the two markers are
+// the whole state as of the end marker's resource version (replace your
+// state with them); with it, they are the changes that bring what you
+// received up to that state (apply them as usual). A start marker that
+// comes before the end marker of the previous one means that replay was
+// cut short (the resync failed half-way, or restarted its list): forget
+// what it delivered and start over. A consumer that needs none of this can
+// skip Bookmark events, which a RetryWatcher delivers for nothing else.
 const ResyncAnnotation = "resumable.io/resync"
 
-// IsResyncMarker reports whether ev is the marker a [RetryWatcher] delivers
-// before a resync's replay (see [ResyncAnnotation]).
+// ResyncEndAnnotation is the annotation, with the value "true", that marks
+// the Bookmark event a [RetryWatcher] delivers after a resync's replay (see
+// [ResyncAnnotation] and [IsResyncEnd]).
+const ResyncEndAnnotation = "resumable.io/resync-end"
+
+// IsResyncMarker reports whether ev is the start marker a [RetryWatcher]
+// delivers before a resync's replay (see [ResyncAnnotation]).
 func IsResyncMarker(ev watch.Event) bool {
+	return isAnnotatedBookmark(ev, ResyncAnnotation)
+}
+
+// IsResyncEnd reports whether ev is the end marker a [RetryWatcher]
+// delivers after a resync's replay (see [ResyncEndAnnotation]); its
+// resource version is the one the watch continues from.
+func IsResyncEnd(ev watch.Event) bool {
+	return isAnnotatedBookmark(ev, ResyncEndAnnotation)
+}
+
+func isAnnotatedBookmark(ev watch.Event, annotation string) bool {
 	if ev.Type != watch.Bookmark || ev.Object == nil {
 		return false
 	}
@@ -67,53 +109,168 @@ func IsResyncMarker(ev watch.Event) bool {
 	if err != nil {
 		return false
 	}
-	return m.GetAnnotations()[ResyncAnnotation] == "true"
+	return m.GetAnnotations()[annotation] == "true"
 }
 
-// resyncFunc adapts f to the Resumer: it prepends the marker to the replay.
-func (rw *RetryWatcher) resyncFunc(f ResyncFunc) stream.ResyncFunc[watch.Event, string] {
-	return func(ctx context.Context, _ error, emit func(watch.Event) error) (string, error) {
-		rv, replay, err := f(ctx)
-		if err != nil {
-			return "", err
-		}
-		if rv == "" || rv == "0" {
-			return "", errclass.Permanent(fmt.Errorf("k8s: the ResyncFunc returned resource version %q; it must return the resource version of its list, which the watch continues from", rv))
-		}
-		typ := rw.rs.lastType
-		if len(replay) > 0 && replay[0].Object != nil {
-			typ = reflect.TypeOf(replay[0].Object)
-		}
-		if err := emit(watch.Event{Type: watch.Bookmark, Object: newMarker(typ, rv)}); err != nil {
-			return "", err
-		}
-		for _, ev := range replay {
-			if err := emit(ev); err != nil {
-				return "", err
-			}
-		}
-		if n := len(replay); n > 0 && replay[n-1].Object != nil {
-			rw.rs.lastType = reflect.TypeOf(replay[n-1].Object)
-		}
-		return rv, nil
+// resyncFromKey is the context key of [ResyncFrom].
+type resyncFromKey struct{}
+
+// ResyncFrom returns the resource version that expired, for a [ResyncFunc]
+// called by a [RetryWatcher]: the last one the watcher reached (that of
+// the last event its consumer received, or of a later bookmark). A
+// ResyncFunc lists "not older than" it, which the API server's watch cache
+// serves without reading etcd. It returns "" when ctx is not a resync's.
+func ResyncFrom(ctx context.Context) string {
+	rv, _ := ctx.Value(resyncFromKey{}).(string)
+	return rv
+}
+
+// resyncState is what a watcher with a resync hook keeps. Only the
+// watcher's goroutine uses it.
+type resyncState struct {
+	f        ResyncFunc
+	onResync func(ResyncInfo)
+	diff     *tracker // nil without WithResyncDiff
+	kind     objectKind
+	replayed int // events the last completed resync delivered, for onResync
+}
+
+// objectKind is the Go type and the group, version and kind of the objects
+// watched, taken from the last one delivered: the markers and the Deleted
+// events of a diff are made of it.
+type objectKind struct {
+	typ reflect.Type
+	gvk schema.GroupVersionKind
+}
+
+// observe records the kind of obj. It reads obj only when its Go type
+// changed, which after the first event is never, and must be called before
+// the object is handed over (the consumer owns it afterwards).
+func (k *objectKind) observe(obj runtime.Object) {
+	if obj == nil {
+		return
+	}
+	if t := reflect.TypeOf(obj); t != k.typ {
+		k.typ = t
+		k.gvk = obj.GetObjectKind().GroupVersionKind()
 	}
 }
 
-// newMarker returns an empty object of type typ (a pointer to a struct) with
-// only its resource version and the resync annotation set, or a
-// PartialObjectMetadata when typ is unknown or unsuitable.
-func newMarker(typ reflect.Type, rv string) runtime.Object {
-	annotations := map[string]string{ResyncAnnotation: "true"}
-	if typ != nil && typ.Kind() == reflect.Pointer && typ.Elem().Kind() == reflect.Struct {
-		if obj, ok := reflect.New(typ.Elem()).Interface().(runtime.Object); ok {
+// new returns an empty object of the kind, or a PartialObjectMetadata when
+// the kind is unknown or not a pointer to a struct with object metadata.
+func (k objectKind) new() (runtime.Object, metav1.Object) {
+	if k.typ != nil && k.typ.Kind() == reflect.Pointer && k.typ.Elem().Kind() == reflect.Struct {
+		if obj, ok := reflect.New(k.typ.Elem()).Interface().(runtime.Object); ok {
 			if m, err := meta.Accessor(obj); err == nil {
-				m.SetResourceVersion(rv)
-				m.SetAnnotations(annotations)
-				return obj
+				if !k.gvk.Empty() {
+					obj.GetObjectKind().SetGroupVersionKind(k.gvk)
+				}
+				return obj, m
 			}
 		}
 	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv, Annotations: annotations}}
+	obj := &metav1.PartialObjectMetadata{}
+	return obj, obj
+}
+
+// marker returns a Bookmark of the kind at rv with annotation set to "true".
+func (k objectKind) marker(annotation, rv string) watch.Event {
+	obj, m := k.new()
+	m.SetResourceVersion(rv)
+	m.SetAnnotations(map[string]string{annotation: "true"})
+	return watch.Event{Type: watch.Bookmark, Object: obj}
+}
+
+// restartMarker is what ListResync and WatchListResync emit to start their
+// replay over: any start marker does.
+func restartMarker(rv string) watch.Event {
+	return objectKind{}.marker(ResyncAnnotation, rv)
+}
+
+// resync is the watcher's stream resync hook: it runs the user's
+// ResyncFunc, delivering its replay (or, with a tracker, the difference)
+// between the two markers.
+func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Event) error) (string, error) {
+	rs := rw.rs
+	from := rw.LastResourceVersion()
+	p := &replay{rs: rs, emit: emit, from: from}
+	if rs.diff != nil {
+		rs.diff.begin()
+	}
+	rv, err := rs.f(context.WithValue(ctx, resyncFromKey{}, from), p.receive)
+	if err != nil {
+		return "", err
+	}
+	if rv == "" || rv == "0" {
+		return "", errclass.Permanent(fmt.Errorf("k8s: the ResyncFunc returned resource version %q; it must return the resource version of its list, which the watch continues from", rv))
+	}
+	if rs.diff != nil {
+		if err := rs.diff.sweep(rs.kind, p.deliver); err != nil {
+			return "", err
+		}
+	}
+	if err := p.start(rs.kind); err != nil {
+		return "", err
+	}
+	if err := emit(rs.kind.marker(ResyncEndAnnotation, rv)); err != nil {
+		return "", err
+	}
+	rs.replayed = p.n
+	return rv, nil
+}
+
+// replay is one resync's delivery: the start marker goes out before the
+// first event (or before the end marker of an empty replay).
+type replay struct {
+	rs      *resyncState
+	emit    func(watch.Event) error
+	from    string
+	started bool
+	n       int // events delivered since the start marker
+}
+
+// receive takes an event from the ResyncFunc.
+func (p *replay) receive(ev watch.Event) error {
+	if IsResyncMarker(ev) {
+		// The ResyncFunc starts over: the next event gets a new marker.
+		p.started, p.n = false, 0
+		if p.rs.diff != nil {
+			p.rs.diff.begin()
+		}
+		return nil
+	}
+	if p.rs.diff != nil {
+		return p.rs.diff.listed(ev, p.rs.kind, p.deliver)
+	}
+	return p.deliver(ev)
+}
+
+// deliver hands ev to the consumer, after the start marker.
+func (p *replay) deliver(ev watch.Event) error {
+	if !p.started {
+		k := p.rs.kind
+		k.observe(ev.Object)
+		if err := p.start(k); err != nil {
+			return err
+		}
+	}
+	if err := p.emit(ev); err != nil {
+		return err
+	}
+	p.n++
+	return nil
+}
+
+// start delivers the start marker unless it was.
+func (p *replay) start(k objectKind) error {
+	if p.started {
+		return nil
+	}
+	if err := p.emit(k.marker(ResyncAnnotation, p.from)); err != nil {
+		return err
+	}
+	p.started = true
+	return nil
 }
 
 // resynced is the Resumer's OnResync hook.
@@ -126,64 +283,5 @@ func (rw *RetryWatcher) resynced(ev stream.ResyncEvent[string]) {
 	} else if u := errors.Unwrap(cause); u != nil && errors.Is(cause, errclass.ErrExpired) && !errors.Is(u, errclass.ErrExpired) {
 		cause = u
 	}
-	replayed := ev.Replayed - 1 // the marker
-	if replayed < 0 {
-		replayed = 0
-	}
-	rw.rs.onResync(ResyncInfo{Cause: cause, From: ev.From, To: ev.To, Replayed: replayed})
-}
-
-// ListResync returns a [ResyncFunc] that lists through lw (a consistent read
-// of the whole collection: ResourceVersion "" and no limit), replays every
-// listed item as an Added event, and continues from the list's resource
-// version. Deletions that happened while the watch was expired are not
-// replayed: a consumer that keeps state should drop what the list lacks
-// (the marker before the replay, see [ResyncAnnotation], says when).
-func ListResync(lw cache.ListerWatcher) ResyncFunc {
-	l := cache.ToListerWithContext(lw)
-	return func(ctx context.Context) (string, []watch.Event, error) {
-		list, err := l.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: ""})
-		if err != nil {
-			return "", nil, err
-		}
-		lm, err := meta.ListAccessor(list)
-		if err != nil {
-			return "", nil, errclass.Permanent(fmt.Errorf("k8s: ListResync: the list is not a list: %w", err))
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return "", nil, errclass.Permanent(fmt.Errorf("k8s: ListResync: %w", err))
-		}
-		events := make([]watch.Event, len(items))
-		for i, item := range items {
-			events[i] = watch.Event{Type: watch.Added, Object: item}
-		}
-		return lm.GetResourceVersion(), events, nil
-	}
-}
-
-// NewRetryWatcherFromNow lists through lw only to learn the current resource
-// version (a consistent read limited to one item: the list's resource
-// version is what matters), then watches from it as
-// [NewRetryWatcherWithContext] does, with ctx bounding both. Events from
-// before the call are not delivered; to get the current state too, list
-// yourself and start from the list's resource version.
-func NewRetryWatcherFromNow(ctx context.Context, lw cache.ListerWatcher, opts ...Option) (*RetryWatcher, error) {
-	if lw == nil {
-		return nil, errNilClient
-	}
-	lwc := cache.ToListerWatcherWithContext(lw)
-	list, err := lwc.ListWithContext(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: listing to learn the current resource version: %w", err)
-	}
-	lm, err := meta.ListAccessor(list)
-	if err != nil {
-		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: the list is not a list: %w", err)
-	}
-	rv := lm.GetResourceVersion()
-	if err := checkInitialRV(rv); err != nil {
-		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: the list returned no usable resource version: %w", err)
-	}
-	return NewRetryWatcherWithContext(ctx, rv, lwc, opts...)
+	rw.rs.onResync(ResyncInfo{Cause: cause, From: ev.From, To: ev.To, Replayed: rw.rs.replayed})
 }

@@ -23,10 +23,10 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// marker is the resync marker a RetryWatcher delivers at rv, with an object
-// of obj's type.
-func marker(obj runtime.Object, rv int) watch.Event {
-	annotations := map[string]string{k8s.ResyncAnnotation: "true"}
+// annotated is a Bookmark at rv with annotation set, with an object of
+// obj's type.
+func annotated(obj runtime.Object, annotation string, rv int) watch.Event {
+	annotations := map[string]string{annotation: "true"}
 	meta := metav1.ObjectMeta{ResourceVersion: strconv.Itoa(rv), Annotations: annotations}
 	switch obj.(type) {
 	case *corev1.ConfigMap:
@@ -35,6 +35,18 @@ func marker(obj runtime.Object, rv int) watch.Event {
 		return watch.Event{Type: watch.Bookmark, Object: &corev1.Secret{ObjectMeta: meta}}
 	}
 	return watch.Event{Type: watch.Bookmark, Object: &metav1.PartialObjectMetadata{ObjectMeta: meta}}
+}
+
+// marker is the start marker a RetryWatcher delivers before a replay from
+// rv (the resource version that expired), with an object of obj's type.
+func marker(obj runtime.Object, rv int) watch.Event {
+	return annotated(obj, k8s.ResyncAnnotation, rv)
+}
+
+// endMarker is the end marker a RetryWatcher delivers after a replay, at
+// the resource version it continues from.
+func endMarker(obj runtime.Object, rv int) watch.Event {
+	return annotated(obj, k8s.ResyncEndAnnotation, rv)
 }
 
 func secret(rv int) watch.Event {
@@ -49,26 +61,35 @@ type resyncScript struct {
 	mu      sync.Mutex
 	results []resyncResult
 	calls   int
+	froms   []string // ResyncFrom of each call
 }
 
+// resyncResult is what one call of a resyncScript does: it emits replay,
+// then returns rv and err.
 type resyncResult struct {
 	rv     string
 	replay []watch.Event
 	err    error
 }
 
-func (s *resyncScript) resync(context.Context) (string, []watch.Event, error) {
+func (s *resyncScript) resync(ctx context.Context, emit func(watch.Event) error) (string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r := s.results[min(s.calls, len(s.results)-1)]
 	s.calls++
-	return r.rv, r.replay, r.err
+	s.froms = append(s.froms, k8s.ResyncFrom(ctx))
+	s.mu.Unlock()
+	for _, ev := range r.replay {
+		if err := emit(ev); err != nil {
+			return "", err
+		}
+	}
+	return r.rv, r.err
 }
 
 func TestRetryWatcherResync(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old resource version: 5 (10)").ErrStatus)
-	openGone := apierrors.NewGone("too old")
+	gone := statusEvent(newGone("too old resource version: 5 (10)").ErrStatus)
+	openGone := newGone("too old")
 	openExpired := apierrors.NewResourceExpired("too old resource version: 5 (10)")
 	listed := resyncResult{rv: "20", replay: []watch.Event{added(18), added(19)}}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("cannot list"))
@@ -86,7 +107,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "410 Gone at open",
 			steps:       []step{{err: openGone}, {events: []watch.Event{added(21)}}},
 			results:     []resyncResult{listed},
-			want:        []watch.Event{marker(&corev1.ConfigMap{}, 20), added(18), added(19), added(21)},
+			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 1,
@@ -95,7 +116,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "Expired at open",
 			steps:       []step{{err: openExpired}, {events: []watch.Event{added(21)}}},
 			results:     []resyncResult{listed},
-			want:        []watch.Event{marker(&corev1.ConfigMap{}, 20), added(18), added(19), added(21)},
+			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: openExpired, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 1,
@@ -104,7 +125,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "410 Gone in the stream is not forwarded",
 			steps:       []step{{events: []watch.Event{added(6), gone, added(7)}}, {events: []watch.Event{added(21)}}},
 			results:     []resyncResult{listed},
-			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 20), added(18), added(19), added(21)},
+			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 6), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 2}},
 			wantResyncs: 1,
@@ -113,7 +134,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "a failing ResyncFunc is retried",
 			steps:       []step{{err: openGone}, {err: openGone}, {err: openGone}},
 			results:     []resyncResult{{err: errTest}, {err: apierrors.NewInternalError(errTest)}, listed},
-			want:        []watch.Event{marker(&corev1.ConfigMap{}, 20), added(18), added(19)},
+			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20)},
 			wantRVs:     []string{"5", "5", "5", "20"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 3,
@@ -138,6 +159,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "a ResyncFunc that returns no resource version stops the watcher",
 			steps:       []step{{err: openGone}},
 			results:     []resyncResult{{rv: "", replay: []watch.Event{added(18)}}},
+			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18)},
 			wantRVs:     []string{"5"},
 			wantResyncs: 1,
 			wantMessage: `the ResyncFunc returned resource version ""`,
@@ -146,7 +168,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "the marker takes the type of the replay",
 			steps:       []step{{events: []watch.Event{added(6), gone}}},
 			results:     []resyncResult{{rv: "20", replay: []watch.Event{secret(19)}}},
-			want:        []watch.Event{added(6), marker(&corev1.Secret{}, 20), secret(19)},
+			want:        []watch.Event{added(6), marker(&corev1.Secret{}, 6), secret(19), endMarker(&corev1.Secret{}, 20)},
 			wantRVs:     []string{"5", "20"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 1}},
 			wantResyncs: 1,
@@ -155,7 +177,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "an empty replay: the marker takes the type of the last event",
 			steps:       []step{{events: []watch.Event{added(6), gone}}},
 			results:     []resyncResult{{rv: "20"}},
-			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 20)},
+			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 6), endMarker(&corev1.ConfigMap{}, 20)},
 			wantRVs:     []string{"5", "20"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 0}},
 			wantResyncs: 1,
@@ -164,7 +186,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			name:        "no type known: the marker is a PartialObjectMetadata",
 			steps:       []step{{err: openGone}},
 			results:     []resyncResult{{rv: "20"}},
-			want:        []watch.Event{marker(nil, 20)},
+			want:        []watch.Event{marker(nil, 5), endMarker(nil, 20)},
 			wantRVs:     []string{"5", "20"},
 			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 0}},
 			wantResyncs: 1,
@@ -204,8 +226,8 @@ func TestRetryWatcherResync(t *testing.T) {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 			for i, ev := range got {
-				if k8s.IsResyncMarker(ev) != (ev.Type == watch.Bookmark) {
-					t.Errorf("event %d: IsResyncMarker() = %v for a %v", i, !(ev.Type == watch.Bookmark), ev.Type)
+				if (k8s.IsResyncMarker(ev) || k8s.IsResyncEnd(ev)) != (ev.Type == watch.Bookmark) {
+					t.Errorf("event %d: a %v event that is a marker, or a marker that is not a Bookmark", i, ev.Type)
 				}
 			}
 			if diff := cmp.Diff(tc.wantRVs, lw.rvs(t)); diff != "" {
@@ -230,15 +252,15 @@ func TestRetryWatcherResync(t *testing.T) {
 // failure itself, not a wrapper.
 func TestRetryWatcherResyncCauseType(t *testing.T) {
 	t.Parallel()
-	lw := newScripted(step{err: apierrors.NewGone("too old")})
+	lw := newScripted(step{err: newGone("too old")})
 	infos := make(chan k8s.ResyncInfo, 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
-		k8s.WithResync(func(context.Context) (string, []watch.Event, error) { return "9", nil, nil }),
+		k8s.WithResync(func(context.Context, func(watch.Event) error) (string, error) { return "9", nil }),
 		k8s.WithOnResync(func(i k8s.ResyncInfo) { infos <- i }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	receive(t, rw, 1)
+	receive(t, rw, 2)
 	info := <-infos
 	stop(t, rw)
 	if _, ok := info.Cause.(*apierrors.StatusError); !ok || !apierrors.IsGone(info.Cause) {
@@ -307,42 +329,6 @@ func recordLists(cs *fake.Clientset) func() []metav1.ListOptions {
 	}
 }
 
-func TestListResync(t *testing.T) {
-	t.Parallel()
-	// The fake tracker numbers versions from 2 on, per resource.
-	cs := fake.NewClientset(configMap("a", 2), configMap("b", 3))
-	lists := recordLists(cs)
-	rv, replay, err := k8s.ListResync(listWatch(cs))(context.Background())
-	if err != nil {
-		t.Fatalf("ListResync() = %v", err)
-	}
-	if rv != "3" {
-		t.Errorf("ListResync() resource version = %q, want 3", rv)
-	}
-	var names []string
-	for _, ev := range replay {
-		if ev.Type != watch.Added {
-			t.Errorf("replayed a %v event, want Added", ev.Type)
-		}
-		names = append(names, ev.Object.(*corev1.ConfigMap).Name)
-	}
-	if diff := cmp.Diff([]string{"a", "b"}, names); diff != "" {
-		t.Errorf("replayed objects (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]metav1.ListOptions{{ResourceVersion: ""}}, lists()); diff != "" {
-		t.Errorf("list options (-want +got):\n%s", diff)
-	}
-
-	failing := &cache.ListWatch{ListFunc: func(metav1.ListOptions) (runtime.Object, error) { return nil, errTest }}
-	if _, _, err := k8s.ListResync(failing)(context.Background()); !errors.Is(err, errTest) {
-		t.Errorf("ListResync() of a failing list = %v, want %v", err, errTest)
-	}
-	notList := &cache.ListWatch{ListFunc: func(metav1.ListOptions) (runtime.Object, error) { return &corev1.ConfigMap{}, nil }}
-	if _, _, err := k8s.ListResync(notList)(context.Background()); err == nil {
-		t.Error("ListResync() of a non-list = nil error, want one")
-	}
-}
-
 // TestListResyncEndToEnd watches a fake clientset whose first watch answers
 // 410 Gone, as a restarted API server does.
 func TestListResyncEndToEnd(t *testing.T) {
@@ -363,14 +349,17 @@ func TestListResyncEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop(t, rw)
-	got := receive(t, rw, 3)
-	if !k8s.IsResyncMarker(got[0]) || got[0].Object.(*corev1.ConfigMap).ResourceVersion != "3" {
-		t.Errorf("first event = %v %+v, want the resync marker at 3", got[0].Type, got[0].Object)
+	got := receive(t, rw, 4)
+	if !k8s.IsResyncMarker(got[0]) || got[0].Object.(*corev1.ConfigMap).ResourceVersion != "1" {
+		t.Errorf("first event = %v %+v, want the resync marker from 1", got[0].Type, got[0].Object)
 	}
 	for i, name := range []string{"a", "b"} {
 		if ev := got[i+1]; ev.Type != watch.Added || ev.Object.(*corev1.ConfigMap).Name != name {
 			t.Errorf("event %d = %v %v, want Added %s", i+1, ev.Type, ev.Object, name)
 		}
+	}
+	if !k8s.IsResyncEnd(got[3]) || got[3].Object.(*corev1.ConfigMap).ResourceVersion != "3" {
+		t.Errorf("fourth event = %v %+v, want the end marker at 3", got[3].Type, got[3].Object)
 	}
 	// Live events follow.
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(context.Background(), configMap("c", 4), metav1.CreateOptions{}); err != nil {
@@ -422,8 +411,8 @@ func TestNewRetryWatcherFromNowErrors(t *testing.T) {
 	t.Parallel()
 	list := func(obj runtime.Object, err error) cache.ListerWatcher {
 		return &cache.ListWatch{
-			ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return obj, err },
-			WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return nil, errTest },
+			ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return obj, err },
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, errTest },
 		}
 	}
 	tests := []struct {

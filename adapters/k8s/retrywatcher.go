@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,12 +41,6 @@ type RetryWatcher struct {
 	finished bool
 }
 
-// resyncState is what a watcher with a resync hook keeps.
-type resyncState struct {
-	onResync func(ResyncInfo)
-	lastType reflect.Type // type of the last object delivered, for the marker
-}
-
 // errStopped is the cause of the cancellation made by Stop.
 var errStopped = errors.New("k8s: RetryWatcher asked to stop")
 
@@ -64,6 +57,8 @@ func NewRetryWatcher(initialResourceVersion string, watcherClient cache.Watcher,
 	}
 	return NewRetryWatcherWithContext(context.Background(), initialResourceVersion, cache.ToWatcherWithContext(watcherClient), opts...)
 }
+
+var errDiffWithoutResync = errors.New("k8s: NewRetryWatcherWithContext: WithResyncDiff needs WithResync")
 
 var errNilClient = errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface")
 
@@ -107,15 +102,27 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		// The store only sees the cursor when a watch ends; the cursor to
 		// reopen after is the Resumer's own.
 		stream.WithCheckpointEvery(0),
+		stream.WithIdleTimeout(cfg.idle),
+		stream.WithOpenLimiter(cfg.limiter),
 	}
 	handle := rw.send
-	if cfg.resync != nil {
-		rw.rs = &resyncState{onResync: cfg.onResync}
-		sopts = append(sopts, stream.WithResync(rw.resyncFunc(cfg.resync)))
+	switch {
+	case cfg.resync != nil:
+		rw.rs = &resyncState{f: cfg.resync, onResync: cfg.onResync}
+		sopts = append(sopts, stream.WithResync(rw.resync))
 		if cfg.onResync != nil {
 			sopts = append(sopts, stream.WithHooks(stream.Hooks[string]{OnResync: rw.resynced}))
 		}
 		handle = rw.sendTyped
+		if cfg.diff {
+			rw.rs.diff = newTracker()
+			if err := rw.rs.know(cfg.known); err != nil {
+				return nil, err
+			}
+			handle = rw.sendTracked
+		}
+	case cfg.diff:
+		return nil, errDiffWithoutResync
 	}
 	rw.src.w = watcherClient
 	r, err := stream.New[watch.Event, string](&rw.src, ResourceVersion, cursor.NewMemory(initialResourceVersion), sopts...)
@@ -199,14 +206,28 @@ func (rw *RetryWatcher) send(ctx context.Context, ev watch.Event) error {
 	}
 }
 
-// sendTyped is send for a watcher with a resync hook: it remembers the type
-// of the objects delivered, for the resync marker.
+// sendTyped is send for a watcher with a resync hook: it remembers the kind
+// of the objects delivered, for the resync markers.
 func (rw *RetryWatcher) sendTyped(ctx context.Context, ev watch.Event) error {
+	if ev.Type != watch.Bookmark {
+		rw.rs.kind.observe(ev.Object)
+	}
+	return rw.send(ctx, ev)
+}
+
+// sendTracked is sendTyped for a watcher with WithResyncDiff: it also
+// records the object in the tracker once the consumer has it. It reads the
+// object before, as the consumer owns it after.
+func (rw *RetryWatcher) sendTracked(ctx context.Context, ev watch.Event) error {
+	if ev.Type != watch.Bookmark {
+		rw.rs.kind.observe(ev.Object)
+	}
+	s, ok := read(ev)
 	if err := rw.send(ctx, ev); err != nil {
 		return err
 	}
-	if ev.Object != nil && ev.Type != watch.Bookmark {
-		rw.rs.lastType = reflect.TypeOf(ev.Object)
+	if ok {
+		rw.rs.diff.record(s)
 	}
 	return nil
 }
@@ -252,7 +273,8 @@ func (rw *RetryWatcher) Done() <-chan struct{} {
 }
 
 // newClassifier is the classifier of a RetryWatcher: the user's, then the
-// errclass markers, then the Kubernetes rules, then errclass.Default.
+// errclass markers, then the Kubernetes rules. What none of them decides
+// is the Resumer's to resolve, with errclass.Default.
 func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
 	if user == nil {
 		if resync {
@@ -260,23 +282,11 @@ func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
 		}
 		return defaultClassifier
 	}
-	return classifier{chain: errclass.Chain(user, errclass.Markers(), StatusClassifier{Resync: resync})}
+	return errclass.Chain(user, errclass.Markers(), StatusClassifier{Resync: resync})
 }
 
 // The classifiers of watchers without a classifier of their own, shared.
 var (
-	defaultClassifier errclass.Classifier = classifier{chain: errclass.Chain(errclass.Markers(), StatusClassifier{})}
-	resyncClassifier  errclass.Classifier = classifier{chain: errclass.Chain(errclass.Markers(), StatusClassifier{Resync: true})}
+	defaultClassifier = errclass.Chain(errclass.Markers(), StatusClassifier{})
+	resyncClassifier  = errclass.Chain(errclass.Markers(), StatusClassifier{Resync: true})
 )
-
-type classifier struct {
-	chain errclass.Classifier
-}
-
-func (c classifier) Classify(err error) errclass.Decision {
-	d := c.chain.Classify(err)
-	if d.Action == errclass.Unknown {
-		d = errclass.Default().Classify(err)
-	}
-	return d
-}

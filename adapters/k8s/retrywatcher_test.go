@@ -48,6 +48,10 @@ func TestNewRetryWatcher(t *testing.T) {
 		{name: "nil client", rv: "1", client: nil, wantErr: "k8s: the watcher client is nil"},
 		{name: "negative minimum restart delay", rv: "1", client: lw, opts: []k8s.Option{k8s.WithMinRestartDelay(-1)}, wantErr: "WithMinRestartDelay(-1ns)"},
 		{name: "invalid backoff", rv: "1", client: lw, opts: []k8s.Option{k8s.WithBackoff(backoff.Exponential(backoff.WithMultiplier(0.5)))}, wantErr: "multiplier"},
+		{name: "negative idle timeout", rv: "1", client: lw, opts: []k8s.Option{k8s.WithIdleTimeout(-1)}, wantErr: "WithIdleTimeout(-1ns)"},
+		{name: "nil limiter pointer", rv: "1", client: lw, opts: []k8s.Option{k8s.WithOpenLimiter((*gate)(nil))}, wantErr: "WithOpenLimiter: the Limiter is a nil *k8s_test.gate"},
+		{name: "diff without resync", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResyncDiff()}, wantErr: "WithResyncDiff needs WithResync"},
+		{name: "diff of an object without metadata", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResync(k8s.ListResync(nil)), k8s.WithResyncDiff(&noRV{})}, wantErr: "WithResyncDiff: a *k8s_test.noRV is no list and has no object metadata"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,7 +84,7 @@ func TestNewRetryWatcher(t *testing.T) {
 // case of client-go's contract per row.
 func TestRetryWatcher(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old resource version: 5 (10)").ErrStatus)
+	gone := statusEvent(newGone("too old resource version: 5 (10)").ErrStatus)
 	emptyRV := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "no-rv"}}
 	unstructuredStatus := func(code int64) watch.Event {
 		return watch.Event{Type: watch.Error, Object: &unstructured.Unstructured{Object: map[string]any{
@@ -100,7 +104,7 @@ func TestRetryWatcher(t *testing.T) {
 		{name: "open: probable EOF is retried", steps: []step{{err: errors.New("read tcp 10.0.0.1:443: connection reset by peer")}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
 		{name: "open: timeout is retried", steps: []step{{err: timeoutError{}}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
 		{name: "open: other errors are retried", steps: []step{{err: errTest}, {err: apierrors.NewInternalError(errTest)}, {err: apierrors.NewTooManyRequests("slow down", 0)}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "5", "5", "6"}},
-		{name: "open: 410 Gone is retried", steps: []step{{err: apierrors.NewGone("too old")}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
+		{name: "open: 410 Gone is retried", steps: []step{{err: newGone("too old")}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
 		{name: "open: Expired is retried", steps: []step{{err: apierrors.NewResourceExpired("too old resource version: 5 (10)")}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
 		{name: "open: a nil watch is retried", steps: []step{{nilWatch: true}, {events: []watch.Event{added(6)}}}, want: []watch.Event{added(6)}, wantRVs: []string{"5", "5", "6"}},
 		{
@@ -208,7 +212,7 @@ func TestRetryWatcher(t *testing.T) {
 // forwarded as received, object included.
 func TestRetryWatcherForwardsTheSameEvent(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old").ErrStatus)
+	gone := statusEvent(newGone("too old").ErrStatus)
 	lw := newScripted(step{events: []watch.Event{gone}})
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw)
 	if err != nil {
@@ -513,14 +517,14 @@ func TestRetryWatcherWithClientGoFakes(t *testing.T) {
 	fakes := make(chan *watch.FakeWatcher, 10)
 	var mu sync.Mutex
 	var rvs []string
-	lw := &cache.ListWatch{WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+	lw := watchFunc(func(o metav1.ListOptions) (watch.Interface, error) {
 		mu.Lock()
 		rvs = append(rvs, o.ResourceVersion)
 		mu.Unlock()
 		fw := watch.NewFake()
 		fakes <- fw
 		return fw, nil
-	}}
+	})
 	rw, err := k8s.NewRetryWatcher("5", lw, k8s.WithMinRestartDelay(0))
 	if err != nil {
 		t.Fatal(err)
@@ -554,7 +558,7 @@ func TestRetryWatcherWithClientGoFakes(t *testing.T) {
 func TestRetryWatcherNilOptions(t *testing.T) {
 	t.Parallel()
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errTest)
-	lw := newScripted(step{events: []watch.Event{added(6), statusEvent(apierrors.NewGone("old").ErrStatus)}}, step{err: forbidden})
+	lw := newScripted(step{events: []watch.Event{added(6), statusEvent(newGone("old").ErrStatus)}}, step{err: forbidden})
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw, nil,
 		k8s.WithLogger(nil), k8s.WithBackoff(nil), k8s.WithClassifier(nil), k8s.WithResync(nil), k8s.WithOnResync(nil))
 	if err != nil {

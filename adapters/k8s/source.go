@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -25,7 +26,9 @@ import (
 // end of a watch); a watch.Error event is returned as an [*EventError], so
 // that a classifier can tell a failure reported in the stream from one
 // reported when the watch was opened (see [StatusClassifier]). Close stops
-// the watch; it may be called more than once. A nil watch with a nil error
+// the watch and makes a Recv blocked on it return, even when the watch does
+// not close its channel on Stop; it may be called more than once, from any
+// goroutine. A nil watch with a nil error
 // makes Open return a nil Conn and no error, which a Resumer records as
 // [stream.ErrNilConn] and retries by default, as client-go does.
 //
@@ -58,7 +61,7 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 	if wi == nil {
 		return nil, nil
 	}
-	return &conn{w: wi, ch: wi.ResultChan()}, nil
+	return &conn{w: wi, ch: wi.ResultChan(), closed: make(chan struct{})}, nil
 }
 
 // conn is one watch. Recv is the per-event path: it allocates nothing for
@@ -66,8 +69,13 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 type conn struct {
 	w       watch.Interface
 	ch      <-chan watch.Event
+	closed  chan struct{} // closed by Close: not every watch closes ch on Stop
 	stopped atomic.Bool
 }
+
+// errClosed is what Recv returns once Close was called (by the Resumer's
+// idle watchdog, say).
+var errClosed = errors.New("k8s: the watch connection was closed")
 
 func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 	var (
@@ -83,6 +91,8 @@ func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 		case ev, ok = <-c.ch:
 		case <-ctx.Done():
 			return watch.Event{}, ctx.Err()
+		case <-c.closed:
+			return watch.Event{}, errClosed
 		}
 	}
 	if !ok {
@@ -96,6 +106,7 @@ func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 
 func (c *conn) Close() error {
 	if c.stopped.CompareAndSwap(false, true) {
+		close(c.closed)
 		c.w.Stop()
 	}
 	return nil

@@ -7,13 +7,24 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/resumable-go/resumable/adapters/k8s"
 )
+
+// watchOnly is a cache.Watcher and nothing more: client-go's Until takes
+// one, so ours must too.
+type watchOnly struct{ s *scripted }
+
+func (w watchOnly) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return w.s.WatchWithContext(context.Background(), o)
+}
+
+var _ cache.Watcher = watchOnly{}
 
 func isType(t watch.EventType) watchtools.ConditionFunc {
 	return func(ev watch.Event) (bool, error) { return ev.Type == t, nil }
@@ -21,12 +32,13 @@ func isType(t watch.EventType) watchtools.ConditionFunc {
 
 func TestUntil(t *testing.T) {
 	t.Parallel()
-	gone := statusEvent(apierrors.NewGone("too old").ErrStatus)
+	gone := statusEvent(newGone("too old").ErrStatus)
 	always := func(watch.Event) (bool, error) { return true, nil }
 	failing := func(watch.Event) (bool, error) { return false, errTest }
 	tests := []struct {
 		name       string
 		rv         string
+		nilClient  bool
 		steps      []step
 		conditions []watchtools.ConditionFunc
 		want       *watch.Event
@@ -68,6 +80,12 @@ func TestUntil(t *testing.T) {
 			conditions: nil,
 		},
 		{
+			name:      "nil watcher client",
+			rv:        "5",
+			nilClient: true,
+			wantErr:   errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface"),
+		},
+		{
 			name:    "initial RV 0",
 			rv:      "0",
 			wantErr: errors.New(`initial RV "0" is not supported due to issues with underlying WATCH`),
@@ -76,7 +94,11 @@ func TestUntil(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := k8s.Until(context.Background(), tc.rv, newScripted(tc.steps...), tc.conditions...)
+			var w cache.Watcher
+			if !tc.nilClient {
+				w = watchOnly{newScripted(tc.steps...)}
+			}
+			got, err := k8s.Until(context.Background(), tc.rv, w, tc.conditions...)
 			if (err == nil) != (tc.wantErr == nil) || err != nil && !errors.Is(err, tc.wantErr) && err.Error() != tc.wantErr.Error() {
 				t.Errorf("Until() error = %v, want %v", err, tc.wantErr)
 			}
@@ -107,7 +129,7 @@ func TestUntilContext(t *testing.T) {
 				ctx, cancel = context.WithTimeout(context.Background(), time.Millisecond)
 			}
 			defer cancel()
-			got, err := k8s.Until(ctx, "5", newScripted(tc.steps...), func(ev watch.Event) (bool, error) {
+			got, err := k8s.Until(ctx, "5", watchOnly{newScripted(tc.steps...)}, func(ev watch.Event) (bool, error) {
 				cancel()
 				return false, nil
 			})

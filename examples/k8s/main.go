@@ -18,8 +18,10 @@
 // With -kubeconfig (or KUBECONFIG set) it watches the ConfigMaps of
 // -namespace on a real cluster and prints each event until interrupted or
 // -duration has passed. Add -resync to survive "resource version too old"
-// (a restarted API server) by relisting, which client-go's RetryWatcher
-// cannot.
+// (a restarted API server), which client-go's RetryWatcher cannot: the
+// watcher then streams the current state (a WatchList request, or a list
+// page by page where the server serves none) and prints what changed while
+// the watch was expired — deletions included — between two resync markers.
 //
 // Usage:
 //
@@ -146,7 +148,14 @@ func printEvents(ctx context.Context, out io.Writer, log *zap.Logger, cs kuberne
 	}
 	opts := []watchtools.Option{watchtools.WithLogger(log)}
 	if resync {
-		opts = append(opts, watchtools.WithResync(watchtools.ListResync(lw)))
+		// Stream the state with a WatchList request where the server
+		// serves it (client-go's fake clients say they do not: the resync
+		// then lists, page by page), and deliver only what changed since
+		// the list above and the events printed.
+		stateLW := cache.ToListWatcherWithWatchListSemantics(lw, cs)
+		opts = append(opts,
+			watchtools.WithResync(watchtools.WatchListResync(stateLW)),
+			watchtools.WithResyncDiff(list))
 	}
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, lw, opts...)
 	if err != nil {
@@ -169,13 +178,13 @@ func printEvents(ctx context.Context, out io.Writer, log *zap.Logger, cs kuberne
 			return fmt.Errorf("the watcher stopped: %w", err)
 		case watchtools.IsResyncMarker(ev):
 			// Rather than the WithOnResync hook, which runs on the
-			// watcher's goroutine: the marker comes in order with the
-			// events. Its object carries the list's resource version.
-			rv := ""
-			if m, err := meta.Accessor(ev.Object); err == nil {
-				rv = m.GetResourceVersion()
-			}
-			fmt.Fprintf(out, "-- resync: the API server no longer has resource version %s; relisted: the state at %s follows (deletions meanwhile are not shown) --\n", last, rv)
+			// watcher's goroutine: the markers come in order with the
+			// events. The start marker carries the expired resource
+			// version, the end marker the one the watch goes on from.
+			fmt.Fprintf(out, "-- resync: the API server no longer has resource version %s; what changed since follows --\n", resourceVersion(ev))
+		case watchtools.IsResyncEnd(ev):
+			last = resourceVersion(ev)
+			fmt.Fprintf(out, "-- resync done: watching from resource version %s --\n", last)
 		default:
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
 				fmt.Fprintf(out, "%-8s %s/%s rv=%s\n", ev.Type, cm.Namespace, cm.Name, cm.ResourceVersion)
@@ -184,6 +193,14 @@ func printEvents(ctx context.Context, out io.Writer, log *zap.Logger, cs kuberne
 		}
 	}
 	return nil // interrupted, or -duration passed
+}
+
+// resourceVersion returns the resource version of ev's object.
+func resourceVersion(ev watch.Event) string {
+	if m, err := meta.Accessor(ev.Object); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
 }
 
 // write is one change the fake's writer made, and what the watcher must

@@ -123,9 +123,9 @@ func TestPrintEvents(t *testing.T) {
 				"EXISTING demo/b rv=2",
 				`watching configmaps in "demo" from resource version`,
 				"MODIFIED demo/a rv=3",
-				"-- resync: the API server no longer has resource version 3; relisted: the state at",
-				"ADDED    demo/a rv=1",
-				"ADDED    demo/b rv=2",
+				"-- resync: the API server no longer has resource version 3; what changed since follows --",
+				"DELETED  demo/b rv=2",
+				"-- resync done: watching from resource version",
 				"ADDED    demo/c rv=9",
 			},
 		},
@@ -147,6 +147,15 @@ func TestPrintEvents(t *testing.T) {
 
 			w := nextWatch(t, ctx, watches)
 			w.Modify(configMap("a", "3"))
+			// While the watch is expired, b is deleted: the resync's
+			// list no longer has it.
+			gvr := corev1.SchemeGroupVersion.WithResource("configmaps")
+			if err := cs.Tracker().Update(gvr, configMap("a", "3"), "demo"); err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.Tracker().Delete(gvr, "demo", "b"); err != nil {
+				t.Fatal(err)
+			}
 			w.Error(&apierrors.NewResourceExpired("too old resource version: 3 (7)").ErrStatus)
 			if tc.resync {
 				w = nextWatch(t, ctx, watches)

@@ -110,6 +110,7 @@ type event struct {
 	Code   int32
 	Reason metav1.StatusReason
 	Marker bool // k8s.IsResyncMarker
+	End    bool // k8s.IsResyncEnd
 }
 
 func (e event) String() string {
@@ -120,7 +121,7 @@ func (e event) String() string {
 }
 
 func summarize(ev watch.Event) event {
-	e := event{Type: ev.Type, Marker: k8s.IsResyncMarker(ev)}
+	e := event{Type: ev.Type, Marker: k8s.IsResyncMarker(ev), End: k8s.IsResyncEnd(ev)}
 	if st, ok := ev.Object.(*metav1.Status); ok {
 		e.Code, e.Reason = st.Code, st.Reason
 		return e

@@ -262,26 +262,31 @@ func TestAPIServerRestartResync(t *testing.T) {
 			t.Errorf("resync from %s to %s, want forward", info.From, info.To)
 		}
 	}
-	var markers []int
+	var starts, ends []int
 	for i, e := range events {
 		switch {
 		case e.Type == watch.Error:
 			t.Errorf("event #%d is %v, want no error", i, e)
-		case e.Type == watch.Bookmark && !e.Marker:
-			t.Errorf("event #%d is a bookmark that is not the resync marker: %v", i, e)
 		case e.Marker:
-			markers = append(markers, i)
+			starts = append(starts, i)
+		case e.End:
+			ends = append(ends, i)
+		case e.Type == watch.Bookmark:
+			t.Errorf("event #%d is a bookmark that is no resync marker: %v", i, e)
 		}
 	}
-	if len(markers) != len(infos) {
-		t.Fatalf("%d resync markers in the stream, want %d (one per resync)", len(markers), len(infos))
+	if len(starts) != len(infos) || len(ends) != len(infos) {
+		t.Fatalf("%d start and %d end markers in the stream, want %d of each (one per resync)", len(starts), len(ends), len(infos))
 	}
 	if len(infos) == 0 {
 		return
 	}
-	m, info := markers[0], infos[0]
-	if got := events[m].RV; got != info.To {
-		t.Errorf("marker at resource version %s, want the resync's %s", got, info.To)
+	m, end, info := starts[0], ends[0], infos[0]
+	if got := events[m].RV; got != info.From {
+		t.Errorf("start marker at resource version %s, want the expired %s", got, info.From)
+	}
+	if got := events[end].RV; got != info.To {
+		t.Errorf("end marker at resource version %s, want the resync's %s", got, info.To)
 	}
 	// Before the marker: each ConfigMap once, in creation order.
 	for i := 1; i < m; i++ {
@@ -289,9 +294,12 @@ func TestAPIServerRestartResync(t *testing.T) {
 			t.Errorf("before the resync, event #%d %v after #%d %v: not in order", i, events[i], i-1, events[i-1])
 		}
 	}
-	// The replay: what the list had, as ADDED events, then live events
-	// after it.
-	replay := events[m+1 : min(m+1+info.Replayed, len(events))]
+	// The replay, between the markers: what the list had, as ADDED events;
+	// then live events after it.
+	replay := events[m+1 : end]
+	if len(replay) != info.Replayed {
+		t.Errorf("%d events between the markers, want the %d the resync reported", len(replay), info.Replayed)
+	}
 	for _, e := range replay {
 		if e.Type != watch.Added || rvNumber(t, e.RV) > rvNumber(t, info.To) {
 			t.Errorf("replayed %v, want ADDED at or before %s", e, info.To)
@@ -300,7 +308,7 @@ func TestAPIServerRestartResync(t *testing.T) {
 	if info.Replayed < 2*n {
 		t.Errorf("replayed %d events, want at least the %d created before the restart", info.Replayed, 2*n)
 	}
-	for i := m + 1 + info.Replayed; i < len(events); i++ {
+	for i := end + 1; i < len(events); i++ {
 		if rvNumber(t, events[i].RV) <= rvNumber(t, info.To) {
 			t.Errorf("after the replay, event #%d %v is not after the resync's %s", i, events[i], info.To)
 		}
