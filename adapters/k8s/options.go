@@ -37,6 +37,7 @@ type config struct {
 	onResync   func(ResyncInfo)
 	idle       time.Duration
 	limiter    stream.Limiter
+	hooks      []stream.Hooks[string]
 }
 
 func newConfig(opts []Option) config {
@@ -179,4 +180,14 @@ func WithIdleTimeout(d time.Duration) Option {
 // stops promptly. Nil means none, which is the default.
 func WithOpenLimiter(l stream.Limiter) Option {
 	return optionFunc(func(c *config) { c.limiter = l })
+}
+
+// WithHooks installs callbacks on the watcher's Resumer, as
+// [stream.WithHooks] does: they are told of every watch opened, ended and
+// reopened with its delay, every resource version committed (when the
+// consumer received the event, or a bookmark) and every resync, on the
+// watcher's goroutine; a cursor here is a resource version. Several add up.
+// This is how a metrics collector (metrics/prom) follows a RetryWatcher.
+func WithHooks(h stream.Hooks[string]) Option {
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h) })
 }

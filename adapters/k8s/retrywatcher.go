@@ -105,6 +105,9 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		stream.WithIdleTimeout(cfg.idle),
 		stream.WithOpenLimiter(cfg.limiter),
 	}
+	for _, h := range cfg.hooks {
+		sopts = append(sopts, stream.WithHooks(h))
+	}
 	handle := rw.send
 	switch {
 	case cfg.resync != nil:

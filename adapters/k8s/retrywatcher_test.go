@@ -26,6 +26,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/k8s"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 func internalError(err error) watch.Event {
@@ -569,5 +570,38 @@ func TestRetryWatcherNilOptions(t *testing.T) {
 	// Without a resync the 410 is forwarded and the watcher stops.
 	if got[1].Type != watch.Error || !apierrors.IsGone(apierrors.FromObject(got[1].Object)) {
 		t.Errorf("second event = %v %v, want the 410 forwarded", got[1].Type, got[1].Object)
+	}
+}
+
+// TestRetryWatcherHooks checks that WithHooks follows the watcher's
+// Resumer: several sets add up, resource versions are committed as the
+// consumer receives events (bookmarks too), and OnStop closes the run.
+func TestRetryWatcherHooks(t *testing.T) {
+	t.Parallel()
+	var commits, commits2 []string
+	var stops int
+	lw := newScripted(step{events: []watch.Event{added(6), bookmark(7), added(8)}, keepOpen: true})
+	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
+		k8s.WithHooks(stream.Hooks[string]{
+			OnCommit: func(e stream.CommitEvent[string]) { commits = append(commits, e.Cursor) },
+			OnStop:   func(stream.StopEvent[string]) { stops++ },
+		}),
+		k8s.WithHooks(stream.Hooks[string]{OnCommit: func(e stream.CommitEvent[string]) { commits2 = append(commits2, e.Cursor) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	receive(t, rw, 2)
+	pollUntil(t, "resource version 8", func() bool { return rw.LastResourceVersion() == "8" })
+	stop(t, rw)
+	<-rw.Done() // the hooks ran on the watcher's goroutine, which has ended
+	want := []string{"6", "7", "8"}
+	if diff := cmp.Diff(want, commits); diff != "" {
+		t.Errorf("committed resource versions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, commits2); diff != "" {
+		t.Errorf("the second set's committed resource versions (-want +got):\n%s", diff)
+	}
+	if stops != 1 {
+		t.Errorf("OnStop called %d times, want 1", stops)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -13,8 +12,6 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/k8s"
 	"github.com/resumable-go/resumable/backoff"
-	"github.com/resumable-go/resumable/cursor"
-	"github.com/resumable-go/resumable/stream"
 )
 
 // watcher is what the benchmark needs of a watcher: both RetryWatchers have
@@ -71,47 +68,11 @@ var variants = []variant{
 		fleet: func(cfg config) func(context.Context, cache.WatcherWithContext) (watcher, error) {
 			lim := rate.NewLimiter(rate.Limit(cfg.limit), cfg.burst)
 			return func(ctx context.Context, w cache.WatcherWithContext) (watcher, error) {
-				return newLimitedWatcher(ctx, w, lim)
+				return k8s.NewRetryWatcherWithContext(ctx, initialRV, w, k8s.WithOpenLimiter(lim))
 			}
 		},
 	},
 }
-
-// limitedWatcher is the Kubernetes adapter's RetryWatcher with its defaults
-// plus a shared open limiter, composed from the adapter's parts exactly as
-// the adapter composes them (k8s.WithOpenLimiter is not on main yet): a
-// WatchSource, the resource version extractor, the Status classifier, a one
-// second minimum restart delay, no backoff step, and
-// stream.WithOpenLimiter. It drops the events (the server sends none).
-type limitedWatcher struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func newLimitedWatcher(ctx context.Context, w cache.WatcherWithContext, lim stream.Limiter) (*limitedWatcher, error) {
-	r, err := stream.New(k8s.WatchSource(w), k8s.ResourceVersion, cursor.NewMemory(initialRV),
-		stream.WithMinRestartDelay(k8s.DefaultMinRestartDelay),
-		stream.WithBackoff(backoff.None()),
-		stream.WithClassifier(k8s.StatusClassifier{}),
-		stream.WithCheckpointEvery(0),
-		stream.WithOpenLimiter(lim))
-	if err != nil {
-		return nil, fmt.Errorf("storm: %w", err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	lw := &limitedWatcher{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(lw.done)
-		_ = r.Run(ctx, func(context.Context, watch.Event) error { return nil })
-	}()
-	return lw, nil
-}
-
-// Stop stops the watcher; Done is closed once its goroutine has ended.
-func (lw *limitedWatcher) Stop() { lw.cancel() }
-
-// Done returns a channel closed once the watcher has stopped.
-func (lw *limitedWatcher) Done() <-chan struct{} { return lw.done }
 
 // stopAll stops every watcher and waits for each to be done, or returns an
 // error after timeout.
