@@ -64,7 +64,7 @@ var variants = []variant{
 	},
 	{
 		key:   "ours-limiter",
-		label: "shared rate.Limiter",
+		label: "k8s.RetryWatcher, WithOpenLimiter",
 		fleet: func(cfg config) func(context.Context, cache.WatcherWithContext) (watcher, error) {
 			lim := rate.NewLimiter(rate.Limit(cfg.limit), cfg.burst)
 			return func(ctx context.Context, w cache.WatcherWithContext) (watcher, error) {
