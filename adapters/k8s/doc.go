@@ -33,7 +33,7 @@
 //     error object that is not a Status is retried.
 //   - Two consecutive watches start at least [DefaultMinRestartDelay] (1s)
 //     apart, without any other backoff. A server's RetryAfterSeconds is
-//     honoured up to [stream.DefaultMaxServerDelay] (ten minutes).
+//     honoured up to ten minutes (the default of [stream.WithMaxServerDelay]).
 //   - ResultChan is unbuffered and closed when the watcher stops; Done is
 //     closed after it. Stop and the cancellation of the constructor's
 //     context stop it; Stop never waits for the consumer. Each watcher runs
