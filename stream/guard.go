@@ -10,27 +10,31 @@ import (
 const watchdogTicks = 4
 
 // connGuard holds the current Conn so that another goroutine can close it:
-// the context watcher when Run's context ends, and the idle watchdog when
-// the connection has been quiet for the idle timeout.
-//
-// The watchdog is one timer per Resumer that ticks every idle/4 while a
+// the context watcher when Run's context ends, and the idle watchdog (wd,
+// nil without WithIdleTimeout) when the connection has been quiet for the
+// idle timeout.
+type connGuard[T any] struct {
+	mu        sync.Mutex
+	conn      Conn[T]
+	cancelled bool // Run's context ended: refuse new Conns
+	wd        *watchdog
+}
+
+// watchdog is the idle watchdog: one timer that ticks every idle/4 while a
 // Conn is set, and compares the count of committed cursors with the one it
 // saw at the previous tick; once the count has not moved for the idle
 // timeout, it closes the Conn. The per-event path pays nothing for it: the
 // count is the one the loop already publishes under the stats lock, and the
-// clock is read per tick, not per event.
-type connGuard[T any] struct {
-	idle  time.Duration  // 0: no watchdog
+// clock is read per tick, not per event. Its fields are guarded by the
+// connGuard's mu.
+type watchdog struct {
+	idle  time.Duration
 	count func() uint64  // cursors committed so far (reads the stats)
 	ticks sync.WaitGroup // armed timer callbacks not yet returned
-
-	mu        sync.Mutex
-	conn      Conn[T]
-	cancelled bool // Run's context ended: refuse new Conns
-	timer     *time.Timer
-	seen      uint64    // count at the last tick
-	since     time.Time // when seen last changed
-	fired     bool      // the watchdog closed conn
+	timer *time.Timer
+	seen  uint64    // count at the last tick
+	since time.Time // when seen last changed
+	fired bool      // the watchdog closed the Conn
 }
 
 // watch closes the current Conn, and refuses later ones, when ctx ends. The
@@ -71,20 +75,21 @@ func (g *connGuard[T]) set(c Conn[T]) bool {
 		return false
 	}
 	g.conn = c
-	if g.idle > 0 {
-		g.seen, g.since, g.fired = g.count(), time.Now(), false
+	if wd := g.wd; wd != nil {
+		wd.seen, wd.since, wd.fired = wd.count(), time.Now(), false
 		g.arm()
 	}
 	return true
 }
 
-// arm schedules the next tick; g.mu is held.
+// arm schedules the watchdog's next tick; g.mu is held.
 func (g *connGuard[T]) arm() {
-	g.ticks.Add(1)
-	if g.timer == nil {
-		g.timer = time.AfterFunc(g.idle/watchdogTicks, g.tick)
-	} else if g.timer.Reset(g.idle / watchdogTicks) {
-		g.ticks.Done() // a pending tick was moved, not added
+	wd := g.wd
+	wd.ticks.Add(1)
+	if wd.timer == nil {
+		wd.timer = time.AfterFunc(wd.idle/watchdogTicks, g.tick)
+	} else if wd.timer.Reset(wd.idle / watchdogTicks) {
+		wd.ticks.Done() // a pending tick was moved, not added
 	}
 }
 
@@ -95,35 +100,44 @@ func (g *connGuard[T]) release() (fired bool, seen uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.conn = nil
-	if g.timer != nil && g.timer.Stop() {
-		g.ticks.Done() // the pending tick will not run
+	wd := g.wd
+	if wd == nil {
+		return false, 0
 	}
-	return g.fired, g.seen
+	if wd.timer != nil && wd.timer.Stop() {
+		wd.ticks.Done() // the pending tick will not run
+	}
+	return wd.fired, wd.seen
 }
 
 // wait returns once no watchdog tick is running: call it before Run
 // returns, after release.
-func (g *connGuard[T]) wait() { g.ticks.Wait() }
+func (g *connGuard[T]) wait() {
+	if g.wd != nil {
+		g.wd.ticks.Wait()
+	}
+}
 
 // tick is the watchdog's timer callback.
 func (g *connGuard[T]) tick() {
-	defer g.ticks.Done()
+	wd := g.wd
+	defer wd.ticks.Done()
 	g.mu.Lock()
 	c := g.conn
-	if c == nil || g.fired {
+	if c == nil || wd.fired {
 		g.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	if n := g.count(); n != g.seen {
-		g.seen, g.since = n, now
+	if n := wd.count(); n != wd.seen {
+		wd.seen, wd.since = n, now
 	}
-	if now.Sub(g.since) < g.idle {
+	if now.Sub(wd.since) < wd.idle {
 		g.arm()
 		g.mu.Unlock()
 		return
 	}
-	g.fired = true
+	wd.fired = true
 	g.mu.Unlock()
 	_ = c.Close()
 }

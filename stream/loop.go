@@ -42,8 +42,7 @@ type verdict struct {
 // begin resets what a run does not inherit from the previous one.
 func (r *Resumer[T, C]) begin() {
 	r.st.attempt, r.st.lastOpen, r.st.lastStep = 0, time.Time{}, 0
-	r.st.failures.Reset()
-	r.st.guard.Reset()
+	r.st.resetSequences()
 	r.guard.reset()
 	r.mu.Lock()
 	r.stats.FinalSaveError = nil
@@ -196,7 +195,7 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle func(cont
 // event all along).
 func (r *Resumer[T, C]) idleEnd(o outcome, seen uint64) outcome {
 	o.clean = r.committed() > seen
-	o.err = fmt.Errorf("%w (%v)", ErrIdleTimeout, r.guard.idle)
+	o.err = fmt.Errorf("%w (%v)", ErrIdleTimeout, r.guard.wd.idle)
 	return o
 }
 
@@ -226,12 +225,14 @@ func (r *Resumer[T, C]) cleanEnd(o outcome) verdict {
 		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: true, Opened: o.opened, Events: o.events, Cursor: r.st.cur})
 	}
 	r.st.attempt = 0
-	r.st.failures.Reset()
-	switch {
-	case o.events > 0:
-		r.st.guard.Reset()
+	if o.events > 0 {
+		r.st.resetSequences()
 		return r.schedule(o.err, d, 0, DelayNone)
-	case r.poll > 0:
+	}
+	if r.st.failures != nil { // the guard's sequence goes on
+		r.st.failures.Reset()
+	}
+	if r.poll > 0 {
 		return r.schedule(o.err, d, r.poll, DelayPoll)
 	}
 	return r.schedule(o.err, d, r.guardStep(), DelayPoll)
@@ -244,6 +245,9 @@ func (r *Resumer[T, C]) cleanEnd(o outcome) verdict {
 // policy has given up, the guard keeps its largest step (or guardFallback):
 // a clean end never ends the stream, and never spins.
 func (r *Resumer[T, C]) guardStep() time.Duration {
+	if r.st.guard == nil {
+		r.st.guard = r.policy.NewSequence()
+	}
 	step, ok := r.st.guard.Next()
 	switch {
 	case ok: // a zero step (backoff.None) is the policy's choice: no wait
@@ -266,7 +270,7 @@ func (r *Resumer[T, C]) guardStep() time.Duration {
 func (r *Resumer[T, C]) failure(o outcome) verdict {
 	d := r.classify(o.err)
 	if o.events > 0 { // the connection made progress: a new streak starts
-		r.st.failures.Reset()
+		r.st.resetSequences()
 		r.st.attempt = 0
 	}
 	r.st.attempt++
@@ -319,6 +323,9 @@ func (r *Resumer[T, C]) expired(o outcome) verdict {
 // backoff takes the next step of the failure sequence and schedules the
 // reopen, or gives up when the policy does.
 func (r *Resumer[T, C]) backoff(err error, d errclass.Decision) verdict {
+	if r.st.failures == nil {
+		r.st.failures = r.policy.NewSequence()
+	}
 	step, ok := r.st.failures.Next()
 	if !ok {
 		err = fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, r.st.attempt, err)

@@ -63,9 +63,19 @@ type loopState[C any] struct {
 	lastSave time.Time // read only with a checkpoint interval
 	attempt  int       // consecutive failures
 	lastOpen time.Time // when the last Open started
-	failures backoff.Sequence
-	guard    backoff.Sequence // steps after empty clean ends, never the failure budget
-	lastStep time.Duration    // the guard's last positive step
+	failures backoff.Sequence // made at the first failure: an idle stream keeps none
+	guard    backoff.Sequence // steps after empty clean ends, never the failure budget; made at the first
+	lastStep time.Duration    // the guard's largest step
+}
+
+// resetSequences starts both backoff sequences over, if they exist.
+func (st *loopState[C]) resetSequences() {
+	if st.failures != nil {
+		st.failures.Reset()
+	}
+	if st.guard != nil {
+		st.guard.Reset()
+	}
 }
 
 // Stats is a snapshot of a Resumer's counters, from [Resumer.Stats].
@@ -153,9 +163,9 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 			cfg.fail("WithBackoff: %w", err)
 		}
 	}
-	r.st.failures, r.st.guard = r.policy.NewSequence(), r.policy.NewSequence()
-	r.guard.idle = cfg.idle
-	r.guard.count = r.committed
+	if cfg.idle > 0 {
+		r.guard.wd = &watchdog{idle: cfg.idle, count: r.committed}
+	}
 	r.hooks = joinHooks(typedAll[Hooks[C]](&cfg, "WithHooks", cfg.hooks, reflect.TypeFor[C]()))
 	r.order = typedOne[func(a, b C) int](&cfg, "WithCursorOrder", cfg.order, reflect.TypeFor[C]())
 	if cfg.resync.v != nil {

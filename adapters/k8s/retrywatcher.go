@@ -127,7 +127,7 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 	case cfg.diff:
 		return nil, errDiffWithoutResync
 	}
-	rw.src.w = watcherClient
+	rw.src.w, rw.src.quiet = watcherClient, cfg.idle <= 0
 	r, err := stream.New[watch.Event, string](&rw.src, ResourceVersion, cursor.NewMemory(initialResourceVersion), sopts...)
 	if err != nil {
 		return nil, fmt.Errorf("k8s: NewRetryWatcherWithContext: %w", err)

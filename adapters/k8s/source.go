@@ -40,6 +40,10 @@ func WatchSource(w cache.WatcherWithContext) stream.Source[watch.Event, string] 
 
 type source struct {
 	w cache.WatcherWithContext
+	// quiet: no other goroutine closes a Conn while its Recv waits (a
+	// RetryWatcher without an idle timeout), so a Conn needs no channel of
+	// its own to unblock Recv. Idle watchers then keep less memory.
+	quiet bool
 }
 
 // RecvRespectsContext implements stream.ContextRespecter: a watch's Recv
@@ -61,7 +65,11 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 	if wi == nil {
 		return nil, nil
 	}
-	return &conn{w: wi, ch: wi.ResultChan(), closed: make(chan struct{})}, nil
+	c := &conn{w: wi, ch: wi.ResultChan()}
+	if !s.quiet {
+		c.closed = make(chan struct{})
+	}
+	return c, nil
 }
 
 // conn is one watch. Recv is the per-event path: it allocates nothing for
@@ -69,7 +77,7 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 type conn struct {
 	w       watch.Interface
 	ch      <-chan watch.Event
-	closed  chan struct{} // closed by Close: not every watch closes ch on Stop
+	closed  chan struct{} // closed by Close: not every watch closes ch on Stop; nil when the source is quiet
 	stopped atomic.Bool
 }
 
@@ -106,7 +114,9 @@ func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 
 func (c *conn) Close() error {
 	if c.stopped.CompareAndSwap(false, true) {
-		close(c.closed)
+		if c.closed != nil {
+			close(c.closed)
+		}
 		c.w.Stop()
 	}
 	return nil
