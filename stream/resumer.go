@@ -57,12 +57,12 @@ type Resumer[T, C any] struct {
 // loopState is what the loop carries from one connection to the next. Only
 // the goroutine running the loop touches it.
 type loopState[C any] struct {
-	loaded   bool      // the Store was loaded into cur
-	cur      C         // the committed cursor
-	unsaved  int       // commits since the last successful save: the Store lags when > 0
-	lastSave time.Time // read only with a checkpoint interval
-	attempt  int       // consecutive failures
-	lastOpen time.Time // when the last Open started
+	loaded   bool             // the Store was loaded into cur
+	cur      C                // the committed cursor
+	unsaved  int              // commits since the last successful save: the Store lags when > 0
+	lastSave time.Time        // read only with a checkpoint interval
+	attempt  int              // consecutive failures
+	lastOpen time.Time        // when the last Open started
 	failures backoff.Sequence // made at the first failure: an idle stream keeps none
 	guard    backoff.Sequence // steps after empty clean ends, never the failure budget; made at the first
 	lastStep time.Duration    // the guard's largest step
