@@ -1,6 +1,6 @@
 package stream_test
 
-// Cancellation at random moments (issue 7): whatever the Resumer is doing —
+// Cancellation at random moments: whatever the Resumer is doing —
 // handling an event, committing, saving, opening, reading a Recv that
 // ignores ctx, waiting out a backoff or a server delay, resyncing — Run
 // returns ctx's error within a generous bound, the Conn is closed, the

@@ -1,6 +1,6 @@
 package stream_test
 
-// Property tests of the Resumer loop (issue 7): over a log of 100,000 events
+// Property tests of the Resumer loop: over a log of 100,000 events
 // and about 1,000 random faults of every kind a Resumer recovers from, the
 // handler sees every event exactly once and in order, the committed cursor
 // never goes back, and every Open asks for the committed cursor. Then the

@@ -1,6 +1,6 @@
 package stream_test
 
-// The soak (issue 7), off by default:
+// The soak, off by default:
 //
 //	go test ./stream -run TestSoak -soak=10m -timeout=15m
 //	RESUMABLE_SOAK=10m go test ./stream -run TestSoak -timeout=15m -v
