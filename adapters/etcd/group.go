@@ -343,9 +343,16 @@ func (g *Group) stream(ctx context.Context, s *session, view *members, name stri
 				}
 				rcancel()
 			}
-		} else if tctx.Err() == nil {
-			failed = err
-			log.Warn("campaign failed", zap.Error(err))
+		} else {
+			if tctx.Err() == nil {
+				failed = err
+				log.Warn("campaign failed", zap.Error(err))
+			}
+			// A Campaign that failed or was cancelled may have left this
+			// member's candidate key behind (its Txn applied, its reply
+			// lost; its wait broken): on a live lease it would stand
+			// before every other candidate for good.
+			g.withdraw(ctx, s, name)
 		}
 		cancel()
 		wg.Wait()
@@ -356,6 +363,30 @@ func (g *Group) stream(ctx context.Context, s *session, view *members, name stri
 		delay, ok := seq.Next()
 		if !ok {
 			delay = g.ttl
+		}
+		if !sleep(ctx, delay) {
+			return
+		}
+	}
+}
+
+// withdraw deletes this member's candidate key for stream name, retrying
+// until it is gone or ctx ends (then the session's end revokes the lease,
+// and the key with it).
+func (g *Group) withdraw(ctx context.Context, s *session, name string) {
+	key := fmt.Sprintf("%sowners/%s/%x", g.prefix, name, s.id())
+	seq := g.policy.NewSequence()
+	for ctx.Err() == nil {
+		dctx, cancel := context.WithTimeout(ctx, s.ttl)
+		_, err := g.client.Delete(dctx, key)
+		cancel()
+		if err == nil {
+			return
+		}
+		g.log.Warn("withdrawing the candidate key failed", zap.String("stream", name), zap.Error(err))
+		delay, ok := seq.Next()
+		if !ok {
+			delay = s.ttl
 		}
 		if !sleep(ctx, delay) {
 			return

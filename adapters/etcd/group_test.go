@@ -395,3 +395,57 @@ func TestGroupRunTwice(t *testing.T) {
 		t.Errorf("Run() = %v, want %v", err, context.Canceled)
 	}
 }
+
+// errReplyLost is what lossyTxn returns after its transaction was applied.
+var errReplyLost = errors.New("test: the reply to the transaction was lost")
+
+// lossyKV applies every transaction and then loses its reply, as a client
+// whose context ends, or whose connection drops, just after the server
+// applied a Txn.
+type lossyKV struct{ clientv3.KV }
+
+func (k lossyKV) Txn(ctx context.Context) clientv3.Txn { return lossyTxn{k.KV.Txn(ctx)} }
+
+type lossyTxn struct{ clientv3.Txn }
+
+func (t lossyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return lossyTxn{t.Txn.If(cs...)} }
+func (t lossyTxn) Then(ops ...clientv3.Op) clientv3.Txn { return lossyTxn{t.Txn.Then(ops...)} }
+func (t lossyTxn) Else(ops ...clientv3.Op) clientv3.Txn { return lossyTxn{t.Txn.Else(ops...)} }
+func (t lossyTxn) Commit() (*clientv3.TxnResponse, error) {
+	if _, err := t.Txn.Commit(); err != nil {
+		return nil, err
+	}
+	return nil, errReplyLost
+}
+
+// TestGroupFailedCampaignLeavesNoCandidate checks that a member whose
+// campaign failed after its candidate key was written (the reply lost)
+// withdraws that key: otherwise, its lease alive, the key would stand before
+// the member picked for the stream for good.
+func TestGroupFailedCampaignLeavesNoCandidate(t *testing.T) {
+	stream := ""
+	for _, s := range streams3 {
+		if p, _ := hrw.Pick(s, []string{"a", "b"}); p == "b" {
+			stream = s
+			break
+		}
+	}
+	if stream == "" {
+		t.Fatal("no stream of streams3 is picked for b among a and b")
+	}
+	p := newPrefix(t)
+	r := newRecorder(t)
+	ca := newClient(t)
+	ca.KV = lossyKV{ca.KV} // every campaign of a fails after writing its key
+	startMember(t, ca, p, "a", []string{stream}, r.run("a"))
+	// Wait until a has written its candidate key at least once.
+	c := newClient(t)
+	ctx := ctxFor(t)
+	for wr := range c.Watch(ctx, p+"owners/"+stream+"/", clientv3.WithPrefix(), clientv3.WithRev(1)) {
+		if len(wr.Events) > 0 {
+			break
+		}
+	}
+	startMember(t, c, p, "b", []string{stream}, r.run("b"))
+	r.awaitOwners(map[string]string{stream: "b"})
+}

@@ -109,7 +109,7 @@ func newFleet(t *testing.T, c *cluster.Cluster, args ...string) *fleet {
 // start starts worker id offering streams, with extra flags.
 func (f *fleet) start(id string, streams []string, extra ...string) *worker {
 	f.t.Helper()
-	args := []string{"-endpoints", strings.Join(f.c.Endpoints(), ","), "-streams", strings.Join(streams, ","), "-id", id, "-ttl", ttl.String()}
+	args := []string{"-v", "-endpoints", strings.Join(f.c.Endpoints(), ","), "-streams", strings.Join(streams, ","), "-id", id, "-ttl", ttl.String()}
 	args = append(append(args, f.args...), extra...)
 	p, err := cluster.StartProc(id, f.bin, args, filepath.Join(f.dir, id+".out"), filepath.Join(f.dir, id+".err"))
 	if err != nil {
