@@ -1,12 +1,14 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/cursor"
@@ -35,9 +37,10 @@ type Store[C any] struct {
 	fence   []clientv3.Cmp
 	timeout time.Duration
 
-	mu     sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
-	modRev int64      // the key's mod revision as last read or written; 0: absent
-	known  bool       // modRev was read or written
+	mu      sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
+	modRev  int64      // the key's mod revision as last read or written; 0: absent
+	known   bool       // modRev was read or written
+	pending []byte     // what a Save that failed tried to write: etcd may have applied it
 }
 
 var _ cursor.Store[int] = (*Store[int])(nil)
@@ -145,6 +148,11 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 
 // Save writes c, fenced and compared as the type's documentation says. A
 // Save before any Load only checks the fence.
+//
+// A Save that failed (its context ended, the connection dropped) may still
+// have been applied by etcd. The next Save that finds the key changed
+// therefore looks at what it holds: if it is what the failed Save tried to
+// write, that write was this Store's own, and the Save goes on from it.
 func (s *Store[C]) Save(ctx context.Context, c C) error {
 	data, err := s.codec.Encode(c)
 	if err != nil {
@@ -154,6 +162,18 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 	defer s.mu.Unlock()
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	for {
+		now, err := s.save(ctx, data)
+		if err == nil || now == nil || s.pending == nil || !bytes.Equal(now.Value, s.pending) {
+			return err
+		}
+		s.modRev, s.pending = now.ModRevision, nil // the lost write was ours
+	}
+}
+
+// save tries one compare-and-set of data. When the key changed since this
+// Store last saw it, it returns the key as it is now with the error.
+func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, error) {
 	// The fence guards a compare-and-set of the key: a failed fence shows
 	// as the outer transaction failing, a changed key as the inner one.
 	put := clientv3.OpPut(s.key, string(data))
@@ -161,23 +181,25 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 		put = clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.key), "=", s.modRev)},
 			[]clientv3.Op{put},
-			[]clientv3.Op{clientv3.OpGet(s.key, clientv3.WithKeysOnly())})
+			[]clientv3.Op{clientv3.OpGet(s.key)})
 	}
 	resp, err := s.kv.Txn(ctx).If(s.fence...).Then(put).Commit()
 	if err != nil {
-		return fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
+		s.pending = data // applied or not: the next Save finds out
+		return nil, fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
 	}
 	if !resp.Succeeded {
-		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
+		return nil, errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
 	}
 	if inner := resp.Responses[0].GetResponseTxn(); inner != nil && !inner.Succeeded {
-		var now int64
+		var now *mvccpb.KeyValue
+		var rev int64
 		if r := inner.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
-			now = r.Kvs[0].ModRevision
+			now, rev = r.Kvs[0], r.Kvs[0].ModRevision
 		}
-		return errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
-			ErrCursorChanged, s.key, now, s.modRev))
+		return now, errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
+			ErrCursorChanged, s.key, rev, s.modRev))
 	}
-	s.modRev, s.known = resp.Header.Revision, true
-	return nil
+	s.modRev, s.known, s.pending = resp.Header.Revision, true, nil
+	return nil, nil
 }

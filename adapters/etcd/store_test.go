@@ -1,7 +1,9 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +155,50 @@ func TestNewStoreInvalid(t *testing.T) {
 				t.Errorf("NewStore() = %v, want %v", err, etcd.ErrInvalid)
 			}
 		})
+	}
+}
+
+// onceLossyKV loses the reply of its first n transactions (they are
+// applied), then works.
+type onceLossyKV struct {
+	clientv3.KV
+	n atomic.Int32
+}
+
+func (k *onceLossyKV) Txn(ctx context.Context) clientv3.Txn {
+	if k.n.Add(-1) >= 0 {
+		return lossyTxn{k.KV.Txn(ctx)}
+	}
+	return k.KV.Txn(ctx)
+}
+
+// TestStoreSaveAfterALostReply checks that a Save etcd applied but whose
+// reply was lost (its context ended just after) does not make the next Save
+// refuse the Store's own write, while a write of someone else still is.
+func TestStoreSaveAfterALostReply(t *testing.T) {
+	c := newClient(t)
+	key := newPrefix(t) + "cursor"
+	kv := &onceLossyKV{KV: c.KV}
+	kv.n.Store(1)
+	s, err := etcd.NewStore[int64](kv, key, cursor.Int64(), 0)
+	if err != nil {
+		t.Fatalf("NewStore() = %v", err)
+	}
+	ctx := ctxFor(t)
+	if _, err := s.Load(ctx); err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	if err := s.Save(ctx, 10); !errors.Is(err, errReplyLost) {
+		t.Fatalf("Save(10) = %v, want the lost reply %v", err, errReplyLost)
+	}
+	if err := s.Save(ctx, 20); err != nil {
+		t.Fatalf("Save(20) after a lost reply = %v, want nil", err)
+	}
+	if got, err := s.Load(ctx); err != nil || got != 20 {
+		t.Fatalf("Load() = %d, %v, want 20", got, err)
+	}
+	put(t, c, key, "99\n") // another writer
+	if err := s.Save(ctx, 30); !errors.Is(err, etcd.ErrCursorChanged) {
+		t.Errorf("Save(30) after another writer = %v, want %v", err, etcd.ErrCursorChanged)
 	}
 }
