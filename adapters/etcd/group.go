@@ -340,6 +340,7 @@ func (g *Group) stream(ctx context.Context, s *session, view *members, name stri
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
 				if rerr := election.Resign(rctx); rerr != nil {
 					log.Warn("resign failed", zap.Error(rerr))
+					g.withdraw(ctx, s, name) // the key must go, or it blocks the successor
 				}
 				rcancel()
 			}

@@ -449,3 +449,59 @@ func TestGroupFailedCampaignLeavesNoCandidate(t *testing.T) {
 	startMember(t, c, p, "b", []string{stream}, r.run("b"))
 	r.awaitOwners(map[string]string{stream: "b"})
 }
+
+// resignFailsKV fails every transaction that deletes (an election's Resign)
+// without applying it, as an etcd that cannot be reached for a while.
+type resignFailsKV struct{ clientv3.KV }
+
+func (k resignFailsKV) Txn(ctx context.Context) clientv3.Txn { return &resignFailsTxn{Txn: k.KV.Txn(ctx)} }
+
+type resignFailsTxn struct {
+	clientv3.Txn
+	deletes bool
+}
+
+func (t *resignFailsTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	t.Txn = t.Txn.If(cs...)
+	return t
+}
+
+func (t *resignFailsTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		t.deletes = t.deletes || op.IsDelete()
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *resignFailsTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *resignFailsTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.deletes {
+		return nil, errors.New("test: the resign's transaction failed")
+	}
+	return t.Txn.Commit()
+}
+
+// TestGroupFailedResignLeavesNoCandidate checks that a member whose Resign
+// failed still removes its election key when it hands a stream over.
+func TestGroupFailedResignLeavesNoCandidate(t *testing.T) {
+	stream := ""
+	for _, s := range streams3 {
+		if p, _ := hrw.Pick(s, []string{"a", "b"}); p == "b" {
+			stream = s
+			break
+		}
+	}
+	p := newPrefix(t)
+	r := newRecorder(t)
+	ca := newClient(t)
+	ca.KV = resignFailsKV{ca.KV}
+	startMember(t, ca, p, "a", []string{stream}, r.run("a"))
+	r.awaitOwners(map[string]string{stream: "a"})
+	startMember(t, newClient(t), p, "b", []string{stream}, r.run("b"))
+	r.awaitOwners(map[string]string{stream: "b"})
+}
