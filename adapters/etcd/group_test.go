@@ -454,7 +454,9 @@ func TestGroupFailedCampaignLeavesNoCandidate(t *testing.T) {
 // without applying it, as an etcd that cannot be reached for a while.
 type resignFailsKV struct{ clientv3.KV }
 
-func (k resignFailsKV) Txn(ctx context.Context) clientv3.Txn { return &resignFailsTxn{Txn: k.KV.Txn(ctx)} }
+func (k resignFailsKV) Txn(ctx context.Context) clientv3.Txn {
+	return &resignFailsTxn{Txn: k.KV.Txn(ctx)}
+}
 
 type resignFailsTxn struct {
 	clientv3.Txn
