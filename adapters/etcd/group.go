@@ -307,56 +307,33 @@ func (g *Group) followMembers(ctx context.Context, view *members, rev int64) {
 
 // stream runs one stream while this member is picked for it and owns it,
 // until ctx ends.
+//
+// The campaign is not cancelled when the stream moves to another member:
+// etcd's Campaign, cancelled at the wrong moment, can leave the candidate
+// key behind, which on a live lease would stand before every other
+// candidate for good. A member that wins a stream it is no longer picked
+// for hands it on at once.
 func (g *Group) stream(ctx context.Context, s *session, view *members, name string, run RunFunc) {
 	log := g.log.With(zap.String("stream", name))
 	election := concurrency.NewElection(s.cs, g.prefix+"owners/"+name)
 	seq := g.policy.NewSequence()
 	for view.await(ctx, name, true) {
-		// Campaign and run while picked; a move cancels both.
-		tctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			if view.await(tctx, name, false) {
-				log.Info("stream moves to another member")
+		failed := election.Campaign(ctx, g.member)
+		switch {
+		case failed == nil:
+			if picked, _ := view.picked(name); picked {
+				o := &Owner{stream: name, key: election.Key(), rev: election.Rev(), s: s, g: g}
+				log.Info("owner", zap.Int64("election_revision", o.rev))
+				failed = g.own(ctx, o, view, run)
 			}
-			cancel()
-		})
-		err := election.Campaign(tctx, g.member)
-		var failed error
-		if err == nil {
-			o := &Owner{stream: name, key: election.Key(), rev: election.Rev(), s: s, g: g}
-			log.Info("owner", zap.Int64("election_revision", o.rev))
-			failed = run(tctx, o)
-			o.ended.Store(true)
-			if tctx.Err() == nil {
-				log.Warn("stream run returned; starting it again", zap.Error(failed))
-				if failed == nil {
-					failed = errRunReturned
-				}
-			}
-			if ctx.Err() == nil {
-				// Hand off now rather than when the lease ends; the final
-				// save happened inside run.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
-				if rerr := election.Resign(rctx); rerr != nil {
-					log.Warn("resign failed", zap.Error(rerr))
-					g.withdraw(ctx, s, name) // the key must go, or it blocks the successor
-				}
-				rcancel()
-			}
-		} else {
-			if tctx.Err() == nil {
-				failed = err
-				log.Warn("campaign failed", zap.Error(err))
-			}
-			// A Campaign that failed or was cancelled may have left this
-			// member's candidate key behind (its Txn applied, its reply
-			// lost; its wait broken): on a live lease it would stand
-			// before every other candidate for good.
-			g.withdraw(ctx, s, name)
+			g.resign(ctx, s, election, name)
+		case ctx.Err() == nil:
+			log.Warn("campaign failed", zap.Error(failed))
+			g.withdraw(ctx, s, name) // its Txn may have been applied
 		}
-		cancel()
-		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
 		if failed == nil {
 			seq.Reset()
 			continue
@@ -368,6 +345,46 @@ func (g *Group) stream(ctx context.Context, s *session, view *members, name stri
 		if !sleep(ctx, delay) {
 			return
 		}
+	}
+}
+
+// own runs the stream of o until it moves to another member or ctx ends
+// (nil), or until run returns on its own (its error, or errRunReturned).
+func (g *Group) own(ctx context.Context, o *Owner, view *members, run RunFunc) error {
+	tctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if view.await(tctx, o.stream, false) {
+			g.log.Info("stream moves to another member", zap.String("stream", o.stream))
+		}
+		cancel()
+	})
+	err := run(tctx, o)
+	o.ended.Store(true)
+	if tctx.Err() != nil {
+		return nil
+	}
+	g.log.Warn("stream run returned; starting it again", zap.String("stream", o.stream), zap.Error(err))
+	if err == nil {
+		err = errRunReturned
+	}
+	return err
+}
+
+// resign hands the stream of election on: at once, rather than when the
+// lease ends (the final save happened inside run). When the session is
+// ending its lease is revoked, and the key goes with it.
+func (g *Group) resign(ctx context.Context, s *session, election *concurrency.Election, name string) {
+	if ctx.Err() != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
+	defer cancel()
+	if err := election.Resign(rctx); err != nil {
+		g.log.Warn("resign failed", zap.String("stream", name), zap.Error(err))
+		g.withdraw(ctx, s, name) // the key must go, or it blocks the successor
 	}
 }
 
