@@ -35,7 +35,7 @@ type outcome struct {
 type verdict struct {
 	stop   bool          // Run returns err
 	resync bool          // resync with err as the cause, then decide again
-	err    error         //
+	err    error         // what Run returns, or the resync's cause
 	delay  time.Duration // the wait before the next Open
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
+	"github.com/resumable-go/resumable/internal/childproc"
 )
 
 // deadline bounds every wait; it guards against a hang and is generous for
@@ -66,7 +67,7 @@ type line struct {
 // worker is one process of the example program.
 type worker struct {
 	id   string
-	proc *cluster.Proc
+	proc *childproc.Proc
 }
 
 // fleet is the workers of a test and everything they printed.
@@ -111,7 +112,7 @@ func (f *fleet) start(id string, streams []string, extra ...string) *worker {
 	f.t.Helper()
 	args := []string{"-v", "-endpoints", strings.Join(f.c.Endpoints(), ","), "-streams", strings.Join(streams, ","), "-id", id, "-ttl", ttl.String()}
 	args = append(append(args, f.args...), extra...)
-	p, err := cluster.StartProc(id, f.bin, args, filepath.Join(f.dir, id+".out"), filepath.Join(f.dir, id+".err"))
+	p, err := childproc.Start(id, f.bin, args, filepath.Join(f.dir, id+".out"), filepath.Join(f.dir, id+".err"))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func (f *fleet) awaitStderr(id string, words ...string) string {
 			}
 		}
 		if time.Now().After(end) {
-			f.t.Fatalf("%s printed no line with %q on stderr:\n%s", id, words, cluster.Tail(f.workers[id].proc.Stderr, 40))
+			f.t.Fatalf("%s printed no line with %q on stderr:\n%s", id, words, childproc.Tail(f.workers[id].proc.Stderr, 40))
 		}
 		time.Sleep(pollInterval)
 	}
@@ -257,7 +258,7 @@ func (f *fleet) terminate(id string) {
 		f.t.Fatal(err)
 	}
 	if err := w.proc.Wait(deadline); err != nil {
-		f.t.Errorf("%s after SIGTERM: %v, want exit status 0\n%s", id, err, cluster.Tail(w.proc.Stderr, 40))
+		f.t.Errorf("%s after SIGTERM: %v, want exit status 0\n%s", id, err, childproc.Tail(w.proc.Stderr, 40))
 	}
 }
 
@@ -289,7 +290,7 @@ func (f *fleet) tails() string {
 	sort.Strings(ids)
 	for _, id := range ids {
 		w := f.workers[id]
-		fmt.Fprintf(&b, "---- %s stderr\n%s\n---- %s stdout (tail)\n%s\n", id, cluster.Tail(w.proc.Stderr, 30), id, cluster.Tail(w.proc.Stdout, 5))
+		fmt.Fprintf(&b, "---- %s stderr\n%s\n---- %s stdout (tail)\n%s\n", id, childproc.Tail(w.proc.Stderr, 30), id, childproc.Tail(w.proc.Stdout, 5))
 	}
 	return b.String()
 }

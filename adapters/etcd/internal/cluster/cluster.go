@@ -10,7 +10,7 @@
 //   - The binary is looked for in $RESUMABLE_TESTENV_BIN, else where
 //     scripts/testenv.sh builds it ([BinDir]).
 //   - Every process started (members, and the test's own through
-//     [StartProc]) is in its own process group; the test's cleanup kills
+//     childproc.Start) is in its own process group; the test's cleanup kills
 //     what still runs, failed or not, and on Linux a child dies with the
 //     test binary. Logs go to files in the test's temporary directory and
 //     their tails are printed when the test failed.
@@ -33,6 +33,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/resumable-go/resumable/internal/childproc"
 )
 
 // Environment variables read by the package.
@@ -40,10 +42,7 @@ const (
 	// EnvIntegration opts in to the integration tests when set to "1".
 	EnvIntegration = "RESUMABLE_ETCD_INTEGRATION"
 	// EnvBin names the directory holding the etcd binary.
-	EnvBin = "RESUMABLE_TESTENV_BIN"
-	// EnvCache names the cache root scripts/testenv.sh builds into, used
-	// when EnvBin is unset.
-	EnvCache = "RESUMABLE_TESTENV_CACHE"
+	EnvBin = childproc.EnvBin
 )
 
 // testenvDir is the directory scripts/testenv.sh builds into under its
@@ -56,20 +55,7 @@ const ProgressInterval = time.Second
 const startTimeout = time.Minute
 
 // BinDir returns the directory the etcd binary is looked for in.
-func BinDir() string {
-	if dir := os.Getenv(EnvBin); dir != "" {
-		return dir
-	}
-	cache := os.Getenv(EnvCache)
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache", "resumable", "testenv")
-	}
-	return filepath.Join(cache, testenvDir)
-}
+func BinDir() string { return childproc.BinDir(testenvDir) }
 
 // Skip skips t with a one-line reason unless the integration tests are
 // switched on and the etcd binary is there; it returns the binary's path.
@@ -95,7 +81,7 @@ type Cluster struct {
 type member struct {
 	name         string
 	client, peer int
-	proc         *Proc
+	proc         *childproc.Proc
 	id           uint64 // the member ID, learned at start
 }
 
@@ -229,7 +215,7 @@ func (c *Cluster) startMember(t testing.TB, i int, initial string) {
 		args = append(args, "--initial-cluster="+initial, "--initial-cluster-state=new", "--initial-cluster-token=resumable-test")
 	}
 	log := filepath.Join(c.dir, m.name+".log")
-	p, err := StartProc(m.name, c.bin, args, log, log)
+	p, err := childproc.Start(m.name, c.bin, args, log, log)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -298,7 +284,7 @@ func (c *Cluster) tails() string {
 	var b strings.Builder
 	for _, m := range c.members {
 		path := filepath.Join(c.dir, m.name+".log")
-		fmt.Fprintf(&b, "---- tail of %s\n%s\n", path, Tail(path, 30))
+		fmt.Fprintf(&b, "---- tail of %s\n%s\n", path, childproc.Tail(path, 30))
 	}
 	return b.String()
 }

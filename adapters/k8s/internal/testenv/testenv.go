@@ -16,11 +16,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/resumable-go/resumable/internal/childproc"
 )
 
 // KubernetesVersion is the release that scripts/testenv.sh builds
@@ -32,10 +35,10 @@ const (
 	// EnvIntegration opts in to integration tests when set to "1".
 	EnvIntegration = "RESUMABLE_K8S_INTEGRATION"
 	// EnvBin names the directory holding the kube-apiserver and etcd binaries.
-	EnvBin = "RESUMABLE_TESTENV_BIN"
+	EnvBin = childproc.EnvBin
 	// EnvCache names the cache root that scripts/testenv.sh builds into
 	// (default $HOME/.cache/resumable/testenv); used when EnvBin is unset.
-	EnvCache = "RESUMABLE_TESTENV_CACHE"
+	EnvCache = childproc.EnvCache
 )
 
 // Users known to the API server's static token file.
@@ -110,20 +113,7 @@ func WithStartTimeout(d time.Duration) Option {
 // BinDir returns the directory the binaries are looked for in: $EnvBin if set,
 // else $EnvCache/k8s-<KubernetesVersion>, with $EnvCache defaulting to
 // $HOME/.cache/resumable/testenv as in scripts/testenv.sh.
-func BinDir() string {
-	if dir := os.Getenv(EnvBin); dir != "" {
-		return dir
-	}
-	cache := os.Getenv(EnvCache)
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache", "resumable", "testenv")
-	}
-	return filepath.Join(cache, "k8s-"+KubernetesVersion)
-}
+func BinDir() string { return childproc.BinDir("k8s-" + KubernetesVersion) }
 
 // Available reports whether kube-apiserver and etcd are in [BinDir]: it
 // returns the directory and, when either is missing, a one-line reason fit
@@ -151,7 +141,7 @@ type Env struct {
 	adminToken, userToken string
 	caData                []byte // the API server's self-signed CA, from --cert-dir
 
-	etcd, apiserver *proc
+	etcd, apiserver *childproc.Proc
 }
 
 // Start starts etcd and kube-apiserver on free 127.0.0.1 ports in a temporary
@@ -341,31 +331,31 @@ func (e *Env) RestartEtcd(t testing.TB) {
 	e.StartEtcd(t)
 }
 
-func (e *Env) stop(t testing.TB, pp **proc, op string, sig syscall.Signal) {
+func (e *Env) stop(t testing.TB, pp **childproc.Proc, op string, sig syscall.Signal) {
 	t.Helper()
 	p := *pp
 	if p == nil {
 		t.Fatalf("testenv: %s: not running", op)
 	}
 	*pp = nil
-	if exited, err := p.exited(); exited {
-		t.Fatalf("testenv: %s: %s had already exited: %v\n%s", op, p.name, err, e.tails())
+	if exited, err := p.Exited(); exited {
+		t.Fatalf("testenv: %s: %s had already exited: %v\n%s", op, p.Name, err, e.tails())
 	}
-	graceful, err := p.stop(sig, stopGrace)
+	graceful, err := p.Stop(sig, stopGrace)
 	if err != nil {
 		t.Fatalf("testenv: %s: %v", op, err)
 	}
 	if !graceful && sig != syscall.SIGKILL {
-		t.Logf("testenv: %s: %s ignored SIGTERM for %v and was killed", op, p.name, stopGrace)
+		t.Logf("testenv: %s: %s ignored SIGTERM for %v and was killed", op, p.Name, stopGrace)
 	}
 }
 
 // cleanup kills whatever still runs and, if the test failed, logs the tails of
 // both logs.
 func (e *Env) cleanup(t testing.TB) {
-	for _, p := range []*proc{e.apiserver, e.etcd} {
+	for _, p := range []*childproc.Proc{e.apiserver, e.etcd} {
 		if p != nil {
-			if _, err := p.stop(syscall.SIGKILL, stopGrace); err != nil {
+			if _, err := p.Stop(syscall.SIGKILL, stopGrace); err != nil {
 				t.Errorf("testenv: cleanup: %v", err)
 			}
 		}
@@ -378,7 +368,7 @@ func (e *Env) cleanup(t testing.TB) {
 
 // waitReady polls url until it answers 200, p exits, or the start timeout
 // passes. It sends token, if any, as a bearer token.
-func (e *Env) waitReady(p *proc, url, token string) error {
+func (e *Env) waitReady(p *childproc.Proc, url, token string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.startTimeout)
 	defer cancel()
 	// The API server's CA can be read only once it is up, so the probe trusts
@@ -392,8 +382,8 @@ func (e *Env) waitReady(p *proc, url, token string) error {
 	defer ticker.Stop()
 	var last error
 	for {
-		if exited, err := p.exited(); exited {
-			return fmt.Errorf("%s exited: %v", p.name, err)
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited: %v", p.Name, err)
 		}
 		last = probe(ctx, client, url, token)
 		if last == nil {
@@ -401,8 +391,8 @@ func (e *Env) waitReady(p *proc, url, token string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: no ready answer from %s within %v: last: %v", p.name, url, e.cfg.startTimeout, last)
-		case <-p.done:
+			return fmt.Errorf("%s: no ready answer from %s within %v: last: %v", p.Name, url, e.cfg.startTimeout, last)
+		case <-p.Done():
 		case <-ticker.C:
 		}
 	}
@@ -438,8 +428,8 @@ func (e *Env) logPath(name string) string { return filepath.Join(e.dir, name+".l
 
 func (e *Env) tails() string {
 	return fmt.Sprintf("---- tail of %s\n%s\n---- tail of %s\n%s",
-		e.logPath("etcd"), tail(e.logPath("etcd"), logTailLines),
-		e.logPath("apiserver"), tail(e.logPath("apiserver"), logTailLines))
+		e.logPath("etcd"), childproc.Tail(e.logPath("etcd"), logTailLines),
+		e.logPath("apiserver"), childproc.Tail(e.logPath("apiserver"), logTailLines))
 }
 
 // writeServiceAccountKeys writes the key pair the API server signs and checks
@@ -505,4 +495,22 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, addr.Port)
 	}
 	return ports, nil
+}
+
+// startProc starts bin with args in its own process group, appending its
+// stdout and stderr to logPath after a header line naming the run.
+func startProc(name, bin string, args []string, logPath string) (*childproc.Proc, error) {
+	header := fmt.Sprintf("==== testenv: %s start %s\n==== %s %s\n", name, time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: open %s log: %w", name, err)
+	}
+	_, err = f.WriteString(header)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("testenv: write %s log: %w", name, err)
+	}
+	return childproc.Start(name, bin, args, logPath, logPath)
 }

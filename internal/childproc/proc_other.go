@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testenv
+package childproc
 
 import (
 	"errors"
@@ -11,14 +11,13 @@ import (
 // sysProcAttr has no process groups to set up outside Linux.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
-// signalGroup kills the process pid itself: outside Linux the harness neither
-// groups children nor stops them gracefully.
-func signalGroup(pid int, _ syscall.Signal) error {
+// signalGroup signals the process itself outside Linux; SIGKILL kills it.
+func signalGroup(pid int, sig syscall.Signal) error {
 	p, err := os.FindProcess(pid)
 	if err != nil {
 		return nil
 	}
-	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	return nil

@@ -1,4 +1,9 @@
-package cluster
+// Package childproc runs the real servers and programs that integration
+// tests start as child processes: each in its own process group, its output
+// in files, killed with the test binary, and the directory the servers'
+// binaries are built into by scripts/testenv.sh. The Kubernetes and etcd
+// harnesses share it.
+package childproc
 
 import (
 	"bytes"
@@ -6,10 +11,39 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 )
+
+const (
+	// EnvBin names the directory holding the binaries the integration tests
+	// run (kube-apiserver, etcd).
+	EnvBin = "RESUMABLE_TESTENV_BIN"
+	// EnvCache names the cache root that scripts/testenv.sh builds into
+	// (default $HOME/.cache/resumable/testenv); used when EnvBin is unset.
+	EnvCache = "RESUMABLE_TESTENV_CACHE"
+)
+
+// BinDir returns the directory the binaries are looked for in: $EnvBin if
+// set, else $EnvCache/name, with $EnvCache defaulting to
+// $HOME/.cache/resumable/testenv as in scripts/testenv.sh (name is the
+// directory it builds into, k8s-<version>).
+func BinDir(name string) string {
+	if dir := os.Getenv(EnvBin); dir != "" {
+		return dir
+	}
+	cache := os.Getenv(EnvCache)
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache", "resumable", "testenv")
+	}
+	return filepath.Join(cache, name)
+}
 
 // Proc is one run of a child process in its own process group, with its
 // stdout and stderr in files.
@@ -23,22 +57,22 @@ type Proc struct {
 	err  error         // Wait's result, read after done is closed
 }
 
-// StartProc starts bin with args. Its stdout and stderr are appended to
+// Start starts bin with args. Its stdout and stderr are appended to
 // stdout and stderr (the same path for both is allowed). On Linux the
 // process is killed if the test binary dies.
-func StartProc(name, bin string, args []string, stdout, stderr string) (*Proc, error) {
+func Start(name, bin string, args []string, stdout, stderr string) (*Proc, error) {
 	open := func(path string) (*os.File, error) {
 		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	}
 	out, err := open(stdout)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s: %w", name, err)
+		return nil, fmt.Errorf("childproc: %s: %w", name, err)
 	}
 	defer out.Close() // the child keeps its own descriptor
 	errf := out
 	if stderr != stdout {
 		if errf, err = open(stderr); err != nil {
-			return nil, fmt.Errorf("cluster: %s: %w", name, err)
+			return nil, fmt.Errorf("childproc: %s: %w", name, err)
 		}
 		defer errf.Close()
 	}
@@ -46,7 +80,7 @@ func StartProc(name, bin string, args []string, stdout, stderr string) (*Proc, e
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("cluster: start %s: %w", name, err)
+		return nil, fmt.Errorf("childproc: start %s: %w", name, err)
 	}
 	p := &Proc{Name: name, Stdout: stdout, Stderr: stderr, cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -75,7 +109,7 @@ func (p *Proc) Exited() (bool, error) {
 // Signal sends sig to the process group.
 func (p *Proc) Signal(sig syscall.Signal) error {
 	if err := signalGroup(p.Pid(), sig); err != nil {
-		return fmt.Errorf("cluster: signal %s: %w", p.Name, err)
+		return fmt.Errorf("childproc: signal %s: %w", p.Name, err)
 	}
 	return nil
 }
@@ -89,8 +123,28 @@ func (p *Proc) Wait(d time.Duration) error {
 	case <-p.done:
 		return p.err
 	case <-t.C:
-		return fmt.Errorf("cluster: %s still running after %v", p.Name, d)
+		return fmt.Errorf("childproc: %s still running after %v", p.Name, d)
 	}
+}
+
+// Stop sends sig to the process group and waits up to grace for the
+// process to end, then kills the group. It reports whether the process
+// ended within grace, and returns only once it has been reaped.
+func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) (graceful bool, err error) {
+	if err := p.Signal(sig); err != nil {
+		return false, err
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		// The leader is gone; make sure nothing it started lingers.
+		_ = signalGroup(p.Pid(), syscall.SIGKILL)
+		return true, nil
+	case <-timer.C:
+	}
+	p.Kill()
+	return false, nil
 }
 
 // Kill kills the process group and reaps the process. A process already
@@ -125,10 +179,10 @@ func (p *Proc) AwaitStopped(d time.Duration) error {
 		case "T", "t":
 			return nil
 		case "":
-			return errors.New("cluster: process state unknown (no /proc)")
+			return errors.New("childproc: process state unknown (no /proc)")
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("cluster: %s not stopped after %v (state %s)", p.Name, d, p.State())
+			return fmt.Errorf("childproc: %s not stopped after %v (state %s)", p.Name, d, p.State())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
