@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"errors"
+
+	"github.com/resumable-go/resumable/errclass"
 )
 
 // Conn is one connection's worth of a stream: the events a Source delivers
@@ -95,6 +97,15 @@ var ErrCursorRegressed = errors.New("stream: event cursor is before the committe
 // ErrExtract is matched by the error Run returns when the extractor failed;
 // the same error also matches the extractor's error.
 var ErrExtract = errors.New("stream: extracting the cursor failed")
+
+// ErrSourceChanged is matched by the error a Source returns (from Open or
+// Recv, wrapped with what changed, was → now) when it can tell that the
+// saved cursor belongs to another history: the backend was replaced,
+// restored or recreated. It carries the [errclass.Expired] marker, so the
+// default classifier resyncs when a [WithResync] hook is set and otherwise
+// stops Run with the Source's message; never a retry, never a silent start
+// from "now".
+var ErrSourceChanged = errclass.CursorExpired(errors.New("stream: the source is not the history the cursor came from"))
 
 // ErrInvalidOption is matched by the error New returns for a bad argument or
 // option, and by the error Run returns for a nil context or handler.

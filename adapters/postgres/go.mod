@@ -1,0 +1,7 @@
+module github.com/resumable-go/resumable/adapters/postgres
+
+go 1.26.0
+
+require github.com/resumable-go/resumable v0.0.0
+
+replace github.com/resumable-go/resumable => ../..
