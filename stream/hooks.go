@@ -31,6 +31,9 @@ type Hooks[C any] struct {
 	OnExpired func(ExpiredEvent[C])
 	// OnResync is called after a resync hook replaced the cursor.
 	OnResync func(ResyncEvent[C])
+	// OnHandlerError is called after each failed handler call, with what
+	// follows (retry, park, or the end of Run).
+	OnHandlerError func(HandlerEvent[C])
 	// OnStop is called once when Run or All returns (not when it panics),
 	// after the final save, with what it returns. A connection still open
 	// then ended with it: OnDisconnect is not called for it.

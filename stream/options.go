@@ -44,7 +44,15 @@ type config struct {
 	hooks      []typed // Hooks[C]
 	order      typed   // func(a, b C) int
 	resync     typed   // ResyncFunc[T, C]
-	errs       []error
+
+	concurrency int            // handlers at once; 0: one
+	window      int            // events read but not committed; 0: the default
+	orderKey    typed          // func() keyTable[T]
+	tries       int            // handler tries per event; 0: one
+	retryPolicy backoff.Policy // waits between handler tries
+	park        typed          // func(ctx, T, error) error
+	skipRepeats bool
+	errs        []error
 }
 
 // typed is a typed option's value with the type arguments it was made with.

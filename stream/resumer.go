@@ -96,6 +96,15 @@ type Stats[C any] struct {
 	Retried, Failed, Expired uint64
 	// Resyncs counts completed resyncs.
 	Resyncs uint64
+	// Skipped counts events skipped as repeats ([WithSkipRepeats]).
+	Skipped uint64
+	// HandlerRetries counts handler calls retried in place
+	// ([WithHandlerRetry]); Parked counts events handed to the dead letter
+	// ([WithDeadLetter]) and committed.
+	HandlerRetries, Parked uint64
+	// InFlight is how many events are read but not yet committed (more
+	// than one only under [WithConcurrency]).
+	InFlight int
 	// Saves and SaveErrors count Store.Save calls that succeeded and failed.
 	Saves, SaveErrors uint64
 	// LastError is the last failure (clean ends excluded), or nil.
