@@ -2,6 +2,17 @@ module github.com/resumable-go/resumable/adapters/postgres
 
 go 1.26.0
 
-require github.com/resumable-go/resumable v0.0.0
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
 
 replace github.com/resumable-go/resumable => ../..
