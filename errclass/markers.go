@@ -3,6 +3,8 @@ package errclass
 import (
 	"errors"
 	"time"
+
+	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
 // ErrExpired is matched (errors.Is) by errors marked with [CursorExpired], and
@@ -80,7 +82,7 @@ type permanenter interface{ Permanent() bool }
 // Unknown. It allocates nothing: a stream asks it at every clean end of a
 // connection, for a server's delay.
 func classifyMarkers(err error) Decision {
-	switch e := first(err, isMarker, 0).(type) {
+	switch e := errwalk.First(err, isMarker).(type) {
 	case marker:
 		return e.decision()
 	case permanenter:
@@ -97,35 +99,6 @@ func isMarker(err error) bool {
 		return e.Permanent()
 	}
 	return false
-}
-
-// maxDepth bounds the walk so that a pathological (cyclic) error tree cannot
-// hang a stream.
-const maxDepth = 100
-
-// first walks err's tree in errors.Is order (depth first, a joined error's
-// errors in turn) and returns the first error that match accepts, or nil.
-func first(err error, match func(error) bool, depth int) error {
-	for err != nil && depth < maxDepth {
-		if match(err) {
-			return err
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-			depth++
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if f := first(e, match, depth+1); f != nil {
-					return f
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 // String is for debugging: "retry after 1s", "fail".
