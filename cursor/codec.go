@@ -142,42 +142,59 @@ func nilable(t reflect.Type) bool {
 	return false
 }
 
-// String returns a [Codec] that stores a string cursor as a single line of
-// text followed by a newline, for an operator to read and edit. Decode
-// ignores white space around the value, so "abc", "abc\n" and " abc \r\n"
-// all decode to "abc".
+// String returns a [Codec] that stores any string cursor, the empty string
+// included, as text for an operator to read and edit.
 //
-// A cursor must be non-empty, valid UTF-8, without control characters
-// (including newlines) and without white space at either end: Encode
-// rejects other strings, and Decode rejects data that does not hold such a
-// value. An empty file, or one full of zero bytes, is therefore corrupt,
-// never the empty cursor.
+// A cursor that is non-empty valid UTF-8, without control characters and
+// without white space at either end, is stored as it is, on one line
+// followed by a newline ("abc\n"); Decode ignores white space around it, so
+// "abc", "abc\n" and " abc \r\n" all decode to "abc". Any other string
+// (the empty one, one with a tab, a control character, a space at an end,
+// or bytes that are not UTF-8) is stored on two lines: the word quoted, then
+// the cursor as a Go string literal (strconv.Quote), as in "quoted\n\"\"\n"
+// for the empty cursor. A one-line file is never read as the second form,
+// so files written before the second form existed decode as they did.
+//
+// Decode rejects data that is neither: an empty file, one full of zero
+// bytes, or one of several lines of another shape is corrupt, never the
+// empty cursor.
 func String() Codec[string] {
 	return stringCodec{}
 }
 
 type stringCodec struct{}
 
+// quotedWord is the first line of the quoted form of a string cursor.
+const quotedWord = "quoted"
+
 func (stringCodec) Encode(s string) ([]byte, error) {
-	if err := checkText(s); err != nil {
-		return nil, err
-	}
-	if s != strings.TrimSpace(s) {
-		return nil, fmt.Errorf("cursor: string codec: %s has white space at an end, which Decode would drop", excerpt([]byte(s)))
+	if checkText(s) != nil || s != strings.TrimSpace(s) {
+		data := make([]byte, 0, len(quotedWord)+len(s)+4)
+		data = append(data, quotedWord+"\n"...)
+		return append(strconv.AppendQuote(data, s), '\n'), nil
 	}
 	data := make([]byte, 0, len(s)+1)
 	return append(append(data, s...), '\n'), nil
 }
 
 func (stringCodec) Decode(data []byte) (string, error) {
-	s := string(bytes.TrimSpace(data))
+	trimmed := bytes.TrimSpace(data)
+	if first, rest, ok := bytes.Cut(trimmed, []byte("\n")); ok && string(bytes.TrimSpace(first)) == quotedWord {
+		lit := bytes.TrimSpace(rest)
+		s, err := strconv.Unquote(string(lit))
+		if err != nil || lit[0] != '"' {
+			return "", fmt.Errorf("cursor: string codec: the line after %q is not a Go string literal: %s", quotedWord, excerpt(lit))
+		}
+		return s, nil
+	}
+	s := string(trimmed)
 	if err := checkText(s); err != nil {
 		return "", err
 	}
 	return s, nil
 }
 
-// checkText reports whether s is a valid text cursor: non-empty, UTF-8,
+// checkText reports whether s is a plain text cursor: non-empty, UTF-8,
 // without control characters.
 func checkText(s string) error {
 	if s == "" {

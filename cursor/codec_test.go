@@ -103,27 +103,67 @@ func TestStringCodec(t *testing.T) {
 	}
 }
 
-func TestStringCodecEncodeRejects(t *testing.T) {
+// TestStringCodecQuoted: every string that is not a plain line, the empty
+// one first, is stored in the quoted form and reads back equal.
+func TestStringCodecQuoted(t *testing.T) {
 	tests := []struct {
-		name    string
-		c       string
-		wantErr string
+		name string
+		c    string
+		want string
 	}{
-		{name: "empty", c: "", wantErr: "empty"},
-		{name: "leading space", c: " a", wantErr: "white space"},
-		{name: "trailing newline", c: "a\n", wantErr: "control character"},
-		{name: "inner newline", c: "a\nb", wantErr: "control character"},
-		{name: "NUL", c: "a\x00", wantErr: "control character"},
-		{name: "invalid UTF-8", c: "a\xff", wantErr: "not valid UTF-8"},
+		{name: "empty", c: "", want: "quoted\n\"\"\n"},
+		{name: "leading space", c: " a", want: "quoted\n\" a\"\n"},
+		{name: "trailing tab", c: "42\t", want: "quoted\n\"42\\t\"\n"},
+		{name: "inner tab", c: "a\tb", want: "quoted\n\"a\\tb\"\n"},
+		{name: "trailing newline", c: "a\n", want: "quoted\n\"a\\n\"\n"},
+		{name: "NUL", c: "a\x00", want: "quoted\n\"a\\x00\"\n"},
+		{name: "C1 control", c: "a\u0085b", want: "quoted\n\"a\\u0085b\"\n"},
+		{name: "no-break space at an end", c: "x\u00a0", want: "quoted\n\"x\\u00a0\"\n"},
+		{name: "invalid UTF-8", c: "a\xff", want: "quoted\n\"a\\xff\"\n"},
+		{name: "only white space", c: "  ", want: "quoted\n\"  \"\n"},
 	}
+	codec := cursor.String()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data, err := cursor.String().Encode(tt.c)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("Encode(%q) = %q, %v, want an error containing %q", tt.c, data, err, tt.wantErr)
+			data, err := codec.Encode(tt.c)
+			if err != nil || string(data) != tt.want {
+				t.Fatalf("Encode(%q) = %q, %v, want %q, nil", tt.c, data, err, tt.want)
+			}
+			got, err := codec.Decode(data)
+			if err != nil || got != tt.c {
+				t.Errorf("Decode(%q) = %q, %v, want %q, nil", data, got, err, tt.c)
 			}
 		})
 	}
+}
+
+// TestStringCodecPlainLooksQuoted: one-line values that look like the
+// quoted form stay plain, in files written before it existed and after.
+func TestStringCodecPlainLooksQuoted(t *testing.T) {
+	for _, c := range []string{`""`, `"abc"`, `"a\tb"`, "quoted", `quoted ""`} {
+		data, err := cursor.String().Encode(c)
+		if err != nil || string(data) != c+"\n" {
+			t.Errorf("Encode(%q) = %q, %v, want %q, nil", c, data, err, c+"\n")
+		}
+		if got, err := cursor.String().Decode([]byte(c + "\n")); err != nil || got != c {
+			t.Errorf("Decode(%q) = %q, %v, want %q, nil", c+"\n", got, err, c)
+		}
+	}
+}
+
+func FuzzStringCodec(f *testing.F) {
+	for _, seed := range []string{"", "a", " a", "\t", "quoted", `""`, "\xff", "a\nb", "\u0085"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, c string) {
+		data, err := cursor.String().Encode(c)
+		if err != nil {
+			t.Fatalf("Encode(%q) = %v, want nil", c, err)
+		}
+		if got, err := cursor.String().Decode(data); err != nil || got != c {
+			t.Fatalf("Decode(Encode(%q)) = %q, %v, want %q, nil", c, got, err, c)
+		}
+	})
 }
 
 func TestStringCodecDecode(t *testing.T) {
@@ -140,6 +180,15 @@ func TestStringCodecDecode(t *testing.T) {
 		{name: "zero bytes", data: "\x00\x00\x00", wantErr: "control character"},
 		{name: "two lines", data: "abc\ndef\n", wantErr: "control character"},
 		{name: "invalid UTF-8", data: "\xff\xfe", wantErr: "not valid UTF-8"},
+		{name: "quoted empty", data: "quoted\n\"\"\n", want: ""},
+		{name: "quoted with CRLF and spaces", data: " quoted \r\n \" a\" \r\n", want: " a"},
+		{name: "quoted, no literal", data: "quoted\nabc\n", wantErr: "not a Go string literal"},
+		{name: "quoted, raw literal", data: "quoted\n`abc`\n", wantErr: "not a Go string literal"},
+		{name: "quoted, truncated literal", data: "quoted\n\"ab", wantErr: "not a Go string literal"},
+		{name: "quoted, two literals", data: "quoted\n\"a\"\n\"b\"\n", wantErr: "not a Go string literal"},
+		{name: "quoted, blank line between", data: "quoted\n\n\"a\"\n", want: "a"},
+		{name: "the word alone is plain", data: "quoted\n", want: "quoted"},
+		{name: "old file with quotes", data: "\"\"\n", want: `""`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

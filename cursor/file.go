@@ -208,7 +208,8 @@ type File[C any] struct {
 //
 // NewFile fails when:
 //   - path is empty, or codec is nil;
-//   - codec cannot store any value of C (see [JSON]);
+//   - codec cannot store any value of C (see [JSON]), or cannot encode
+//     initial: the first Save of a stream that has not moved would fail;
 //   - the directory of path does not exist or is not a directory;
 //   - path is a directory or another non-regular file, or a symbolic link
 //     whose target does not exist (see [File]);
@@ -238,6 +239,9 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 		if err := tc.checkType(); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := codec.Encode(initial); err != nil {
+		return nil, fmt.Errorf("cursor: NewFile: the initial cursor %#v cannot be encoded: %w", initial, err)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

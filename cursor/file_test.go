@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -138,6 +139,50 @@ func TestNewFileArguments(t *testing.T) {
 	}
 }
 
+// TestNewFileRefusesUnencodableInitial: an initial cursor the codec cannot
+// encode fails at construction, naming it, instead of at the first Save.
+func TestNewFileRefusesUnencodableInitial(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursor")
+	tests := []struct {
+		name    string
+		newFile func() error
+		wantMsg string
+	}{
+		{
+			name:    "NaN in JSON",
+			newFile: func() error { _, err := cursor.NewFile(path, math.NaN(), cursor.JSON[float64]()); return err },
+			wantMsg: "cursor: NewFile: the initial cursor NaN cannot be encoded: cursor: JSON codec: json: unsupported value: NaN",
+		},
+		{
+			name: "codec that refuses the value",
+			newFile: func() error {
+				_, err := cursor.NewFile(path, int64(5), cursor.Codec[int64](failingCodec{bad: 5}))
+				return err
+			},
+			wantMsg: "cursor: NewFile: the initial cursor 5 cannot be encoded",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.newFile()
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantMsg) {
+				t.Errorf("NewFile() = %v, want an error starting with %q", err, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// TestFileEmptyStringCursor: a String file store starts from, saves and
+// loads the empty cursor (an SSE stream before its first id).
+func TestFileEmptyStringCursor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursor")
+	f := mustNewFile(t, path, "", cursor.String())
+	mustSave(t, f, "")
+	if got := mustLoad(t, mustNewFile(t, path, "initial", cursor.String())); got != "" {
+		t.Errorf("Load() = %q, want the empty cursor", got)
+	}
+}
+
 func TestNewFileErrors(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -211,6 +256,9 @@ func TestFileRoundTrip(t *testing.T) {
 	})
 	t.Run("string", func(t *testing.T) {
 		testRoundTrip(t, cursor.String(), "", []string{"a", "10", "opaque/token=="}, "opaque/token==\n")
+	})
+	t.Run("empty string", func(t *testing.T) {
+		testRoundTrip(t, cursor.String(), "start", []string{"a", "", " b\t", ""}, "quoted\n\"\"\n")
 	})
 	t.Run("JSON", func(t *testing.T) {
 		testRoundTrip(t, cursor.JSON[position](), position{},
@@ -457,11 +505,6 @@ func TestFileSaveEncodeErrors(t *testing.T) {
 			name:    "codec cannot decode its encoding",
 			save:    saveThen(failingCodec{bad: 5, garbled: 6}, 1, 6),
 			wantMsg: "cannot decode its own encoding",
-		},
-		{
-			name:    "empty string",
-			save:    saveThen(cursor.String(), "1", ""),
-			wantMsg: "empty",
 		},
 		{
 			name:    "too large",

@@ -167,8 +167,7 @@ func TestJSONSavesEqualCursor(t *testing.T) {
 // checkJSONSaved checks that c saves to a File with the JSON codec.
 func checkJSONSaved[C any](t *testing.T, c C) {
 	t.Helper()
-	var initial C
-	f := mustNewFile(t, filepath.Join(t.TempDir(), "cursor"), initial, cursor.JSON[C]())
+	f := mustNewFile(t, filepath.Join(t.TempDir(), "cursor"), c, cursor.JSON[C]())
 	mustSave(t, f, c)
 	mustLoad(t, f)
 }
