@@ -1,0 +1,313 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// defaultStatusInterval is how often a connection tells the server its
+// positions when nothing else made it do so.
+const defaultStatusInterval = 10 * time.Second
+
+// Source is a [stream.Source] of the changes a publication publishes, read
+// through a logical replication slot with the pgoutput plugin (protocol
+// version 1). Make one with [NewSource]; it serves one stream (one slot, one
+// cursor) at a time, and starts no goroutine.
+//
+// What the server is told: a connection confirms to the server (as the
+// flush position of its standby status updates, which becomes the slot's
+// confirmed_flush_lsn) only the LSN of a cursor the stream's Store holds,
+// as learned through the Store [Source.Confirming] wraps. The server keeps
+// sending a transaction whose commit LSN is at or after the confirmed
+// position, so a stream stopped inside a transaction gets it again and
+// skips the changes its cursor covers. Without a wrapped Store nothing is
+// confirmed, and the server keeps all WAL since the slot's creation.
+type Source struct {
+	cfg      *pgconn.Config
+	slot     string
+	pub      string
+	interval time.Duration
+	saved    atomic.Pointer[Cursor] // the last cursor the Store loaded or saved
+}
+
+var _ stream.Source[Event, Cursor] = (*Source)(nil)
+
+// SourceOption configures a [Source]. Options are made by the With
+// functions of this package that return it; a nil SourceOption is ignored.
+type SourceOption interface {
+	applySource(*Source)
+}
+
+type sourceOption func(*Source)
+
+func (f sourceOption) applySource(s *Source) { f(s) }
+
+// WithStatusInterval sets how often a connection sends the server a
+// standby status update (its positions) when nothing else made it do so;
+// it also bounds how long a saved position waits before it is confirmed.
+// The server's wal_sender_timeout (60s by default) must be longer.
+// Default 10s; d ≤ 0 keeps the default.
+func WithStatusInterval(d time.Duration) SourceOption {
+	return sourceOption(func(s *Source) {
+		if d > 0 {
+			s.interval = d
+		}
+	})
+}
+
+// slotName is what PostgreSQL accepts as a replication slot's name.
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// pubName is what NewSource accepts as a publication's name: an unquoted
+// identifier.
+var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
+
+// NewSource returns a Source that reads publication through the logical
+// replication slot slot of the database dsn names (a URL or key=value
+// string, as pgconn.ParseConfig takes; the replication=database parameter
+// is added). The role needs the REPLICATION attribute (or to be a
+// superuser), and the server wal_level=logical.
+//
+// It returns an error for a dsn that does not parse, a slot name that is
+// not 1–63 characters of a–z, 0–9 and _, or a publication name that is not
+// an unquoted identifier.
+func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: NewSource: %w", err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	if !slotName.MatchString(slot) {
+		return nil, fmt.Errorf("postgres: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _", slot)
+	}
+	if !pubName.MatchString(publication) {
+		return nil, fmt.Errorf("postgres: NewSource: publication name %q is not an unquoted identifier", publication)
+	}
+	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval}
+	for _, o := range opts {
+		if o != nil {
+			o.applySource(s)
+		}
+	}
+	return s, nil
+}
+
+// NewResumer returns a [stream.Resumer] over src with its cursor in store:
+// [Extract], src.Confirming(store) as the Store, and [Compare] as the
+// cursor order. opts come after these.
+func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event, Cursor], error) {
+	if src == nil || store == nil {
+		return nil, fmt.Errorf("%w: postgres: NewResumer: nil Source or Store", stream.ErrInvalidOption)
+	}
+	base := []stream.Option{stream.WithCursorOrder(Compare)}
+	return stream.New(src, Extract, src.Confirming(store), append(base, opts...)...)
+}
+
+// Confirming returns a Store that loads and saves through st and tells s
+// each cursor st holds: the cursor it loaded, and every cursor it saved
+// without an error. The connections of s confirm to the server the LSN of
+// the last such cursor, and nothing else. It is safe for concurrent use if
+// st is.
+func (s *Source) Confirming(st cursor.Store[Cursor]) cursor.Store[Cursor] {
+	return &confirming{src: s, st: st}
+}
+
+type confirming struct {
+	src *Source
+	st  cursor.Store[Cursor]
+}
+
+func (c *confirming) Load(ctx context.Context) (Cursor, error) {
+	cur, err := c.st.Load(ctx)
+	if err == nil {
+		c.src.saved.Store(&cur)
+	}
+	return cur, err
+}
+
+func (c *confirming) Save(ctx context.Context, cur Cursor) error {
+	err := c.st.Save(ctx, cur)
+	if err == nil {
+		c.src.saved.Store(&cur)
+	}
+	return err
+}
+
+// RecvRespectsContext implements [stream.ContextRespecter]: Recv returns as
+// soon as its ctx ends.
+func (s *Source) RecvRespectsContext() bool { return true }
+
+// Open connects, checks that the server and the slot are those after was
+// read from, and starts replication so that the connection delivers the
+// changes strictly after after.
+//
+// With a zero after (a stream that handled nothing), a missing slot is
+// created (never a temporary one), and the stream starts where the slot
+// stands. Otherwise Open fails with an error matching
+// [stream.ErrSourceChanged], which names what changed (was → now), when the
+// server's system identifier or timeline is not the cursor's, when the
+// slot is missing, or when the slot's confirmed_flush_lsn lies beyond the
+// cursor (the slot was recreated, or moved by another consumer): changes
+// between them are gone. A slot that is not a permanent pgoutput slot of
+// the database, and errors of privileges or of missing objects, are
+// [errclass.Permanent].
+func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
+	if err := after.validate(); err != nil {
+		return nil, errclass.Permanent(err)
+	}
+	pg, err := pgconn.ConnectConfig(ctx, s.cfg)
+	if err != nil {
+		return nil, classify(fmt.Errorf("postgres: connecting for replication: %w", err))
+	}
+	c, err := s.start(ctx, pg, after)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = pg.Close(cctx)
+		return nil, classify(err)
+	}
+	return c, nil
+}
+
+// start identifies the server, checks the slot against after and starts
+// replication on pg.
+func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*conn, error) {
+	sys, err := pglogrepl.IdentifySystem(ctx, pg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: IDENTIFY_SYSTEM: %w", err)
+	}
+	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
+	if err := id.check(after); err != nil {
+		return nil, err
+	}
+	st, found, err := s.slotState(ctx, pg)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !found && after.fresh():
+		if err := s.createSlot(ctx, pg); err != nil {
+			return nil, err
+		}
+	case !found:
+		return nil, fmt.Errorf("postgres: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
+	default:
+		if err := st.check(s.slot, sys.DBName, after); err != nil {
+			return nil, err
+		}
+	}
+	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
+	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+		return nil, fmt.Errorf("postgres: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
+	}
+	c := newConn(s, pg, id, after)
+	if err := c.sendStatus(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// identity is the server and slot a connection reads from.
+type identity struct {
+	system   string
+	timeline int32
+	slot     string
+}
+
+// check reports an error matching stream.ErrSourceChanged when after was
+// read from another server, timeline or slot. A cursor without an identity
+// is taken as this one's.
+func (id identity) check(after Cursor) error {
+	switch {
+	case after.System != "" && after.System != id.system:
+		return fmt.Errorf("postgres: system identifier: was %s, now %s (cursor %v): %w", after.System, id.system, after, stream.ErrSourceChanged)
+	case after.Timeline != 0 && after.Timeline != id.timeline:
+		return fmt.Errorf("postgres: timeline: was %d, now %d (cursor %v): %w", after.Timeline, id.timeline, after, stream.ErrSourceChanged)
+	case after.Slot != "" && after.Slot != id.slot:
+		return fmt.Errorf("postgres: slot: was %q, now %q (cursor %v): %w", after.Slot, id.slot, after, stream.ErrSourceChanged)
+	}
+	return nil
+}
+
+// matches reports whether c may be confirmed on a connection with this
+// identity: it was read from it, or carries no identity.
+func (id identity) matches(c *Cursor) bool {
+	return (c.System == "" || c.System == id.system) &&
+		(c.Timeline == 0 || c.Timeline == id.timeline) &&
+		(c.Slot == "" || c.Slot == id.slot)
+}
+
+// slotState is a row of pg_replication_slots.
+type slotState struct {
+	plugin, kind, database string
+	temporary              bool
+	confirmed              pglogrepl.LSN
+}
+
+// slotState reads the slot's row of pg_replication_slots; found is false
+// when there is none.
+func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState, found bool, err error) {
+	// The slot's name was checked by NewSource: it needs no quoting.
+	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
+	res, err := pg.Exec(ctx, q).ReadAll()
+	if err != nil {
+		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) == 0 {
+		return st, false, nil
+	}
+	row := res[0].Rows[0]
+	if len(row) != 5 {
+		return st, false, fmt.Errorf("postgres: reading slot %q: %d columns", s.slot, len(row))
+	}
+	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t"}
+	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
+		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
+	}
+	return st, true, nil
+}
+
+// check refuses a slot that cannot serve the stream, and a slot whose
+// confirmed position is beyond after.
+func (st slotState) check(slot, db string, after Cursor) error {
+	if st.kind != "logical" || st.plugin != "pgoutput" || st.database != db || st.temporary {
+		return errclass.Permanent(fmt.Errorf("postgres: slot %q is a %s slot of plugin %q on database %q (temporary %t); want a permanent logical slot of pgoutput on %q",
+			slot, st.kind, st.plugin, st.database, st.temporary, db))
+	}
+	if !after.fresh() && st.confirmed > after.LSN {
+		return fmt.Errorf("postgres: slot %q: confirmed_flush_lsn was at most %v (cursor %v), now %v: %w", slot, after.LSN, after, st.confirmed, stream.ErrSourceChanged)
+	}
+	return nil
+}
+
+// createSlot creates the stream's slot: permanent, pgoutput.
+func (s *Source) createSlot(ctx context.Context, pg *pgconn.PgConn) error {
+	_, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil {
+		return fmt.Errorf("postgres: creating slot %q: %w", s.slot, err)
+	}
+	return nil
+}
+
+// classify marks the errors that retrying cannot cure as permanent: a
+// failed authentication or missing privilege (SQLSTATE classes 28 and
+// 42, which also holds a publication that does not exist).
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && len(pe.Code) == 5 && (pe.Code[:2] == "28" || pe.Code[:2] == "42") && pe.Code != "42710" {
+		return errclass.Permanent(err)
+	}
+	return err
+}

@@ -1,0 +1,281 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// closeTimeout bounds the goodbye of a connection being closed.
+const closeTimeout = 5 * time.Second
+
+// errServerEnded is the failure of a connection the server ended its
+// replication on (CopyDone). It is retried.
+var errServerEnded = errors.New("postgres: the server ended the replication stream")
+
+// relation is what a Relation message said about a table.
+type relation struct {
+	name  string   // schema.name
+	names []string // column names, in order
+}
+
+// conn is one replication connection. Recv and Close share mu: Close takes
+// it to close the connection politely, or, when a Recv holds it, closes the
+// socket under it first.
+type conn struct {
+	src *Source
+	id  identity
+
+	mu        sync.Mutex
+	closeOnce sync.Once
+	pg        *pgconn.PgConn
+
+	rels map[uint32]*relation
+	skip Cursor // changes at or before it were handled before this Open
+	last Cursor // the position of the last event delivered (or skipped)
+
+	inTx  bool          // between a Begin and its Commit
+	txLSN pglogrepl.LSN // the transaction's commit LSN
+	xid   uint32
+	idx   int // index of the transaction's last change seen
+
+	trunc     []uint32 // relations of a Truncate still to deliver
+	walEnd    pglogrepl.LSN
+	statusBuf []byte
+	next      time.Time // when the next standby status is due
+}
+
+func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) *conn {
+	return &conn{
+		src:  s,
+		id:   id,
+		pg:   pg,
+		rels: make(map[uint32]*relation),
+		skip: Cursor{LSN: after.LSN, Index: after.Index},
+		last: Cursor{LSN: after.LSN, Index: after.Index},
+	}
+}
+
+// Recv returns the next change, or a Progress event when the server
+// reported a position past the last event with no transaction in flight.
+// It answers the server's keepalives and sends a standby status update at
+// every status interval while it waits.
+func (c *conn) Recv(ctx context.Context) (Event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if len(c.trunc) > 0 {
+			ev, ok, err := c.truncated()
+			if err != nil || ok {
+				return ev, err
+			}
+			continue
+		}
+		msg, err := c.pg.ReceiveMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Event{}, ctx.Err()
+			}
+			if pgconn.Timeout(err) { // the status deadline: only the read timed out
+				if err := c.sendStatus(); err != nil {
+					return Event{}, err
+				}
+				continue
+			}
+			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err))
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			ev, ok, err := c.handle(m.Data)
+			if err != nil || ok {
+				return ev, err
+			}
+		case *pgproto3.ErrorResponse:
+			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, pgconn.ErrorResponseToPgError(m)))
+		case *pgproto3.CopyDone:
+			return Event{}, errServerEnded
+		}
+	}
+}
+
+// handle decodes one CopyData message of the replication stream. ok is true
+// when it made an event to deliver.
+func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
+	if len(data) == 0 {
+		return Event{}, false, nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+		}
+		c.walEnd = max(c.walEnd, k.ServerWALEnd)
+		if k.ReplyRequested {
+			if err := c.sendStatus(); err != nil {
+				return Event{}, false, err
+			}
+		}
+		// Everything committed before the keepalive's position was sent
+		// before it: with no transaction in flight, the stream is there.
+		if c.inTx || k.ServerWALEnd <= c.last.LSN {
+			return Event{}, false, nil
+		}
+		c.last = Cursor{LSN: k.ServerWALEnd, Index: -1}
+		return Event{Op: Progress, LSN: k.ServerWALEnd, Index: -1, Cursor: c.cursor(c.last)}, true, nil
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+		}
+		c.walEnd = max(c.walEnd, x.WALStart)
+		m, err := pglogrepl.Parse(x.WALData)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("postgres: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
+		}
+		return c.message(m)
+	}
+	return Event{}, false, nil
+}
+
+// message handles one pgoutput message.
+func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns))}
+		for i, col := range m.Columns {
+			r.names[i] = col.Name
+		}
+		c.rels[m.RelationID] = r
+	case *pglogrepl.BeginMessage:
+		if c.inTx {
+			return Event{}, false, c.protocolError("a Begin inside transaction %v", c.txLSN)
+		}
+		c.inTx, c.txLSN, c.xid, c.idx = true, m.FinalLSN, m.Xid, -1
+	case *pglogrepl.CommitMessage:
+		if !c.inTx || m.CommitLSN != c.txLSN {
+			return Event{}, false, c.protocolError("a Commit at %v outside transaction %v", m.CommitLSN, c.txLSN)
+		}
+		c.inTx = false
+	case *pglogrepl.InsertMessage:
+		return c.change(Insert, m.RelationID, nil, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		return c.change(Delete, m.RelationID, m.OldTuple, nil)
+	case *pglogrepl.TruncateMessage:
+		c.trunc = append(c.trunc[:0], m.RelationIDs...)
+		return c.truncated()
+	}
+	return Event{}, false, nil
+}
+
+// truncated delivers the next relation of a Truncate.
+func (c *conn) truncated() (Event, bool, error) {
+	id := c.trunc[0]
+	c.trunc = c.trunc[1:]
+	return c.change(Truncate, id, nil, nil)
+}
+
+// change numbers a change within its transaction and makes its event,
+// unless the cursor the connection was opened after covers it.
+func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, bool, error) {
+	if !c.inTx {
+		return Event{}, false, c.protocolError("a %v outside a transaction", op)
+	}
+	c.idx++
+	pos := Cursor{LSN: c.txLSN, Index: c.idx}
+	if Compare(pos, c.skip) <= 0 {
+		return Event{}, false, nil // handled before this Open
+	}
+	r := c.rels[rel]
+	if r == nil {
+		return Event{}, false, c.protocolError("a %v of relation %d, which no Relation message described", op, rel)
+	}
+	c.last = pos
+	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, Cursor: c.cursor(pos)}
+	if old != nil {
+		ev.Old = Tuple{names: r.names, cols: old.Columns}
+	}
+	if new != nil {
+		ev.New = Tuple{names: r.names, cols: new.Columns}
+	}
+	return ev, true, nil
+}
+
+// cursor returns pos with the connection's identity.
+func (c *conn) cursor(pos Cursor) Cursor {
+	pos.System, pos.Timeline, pos.Slot = c.id.system, c.id.timeline, c.id.slot
+	return pos
+}
+
+func (c *conn) protocolError(format string, args ...any) error {
+	return fmt.Errorf("postgres: replication of slot %q: unexpected pgoutput message: "+format, append([]any{c.src.slot}, args...)...)
+}
+
+// sendStatus sends a standby status update and sets the deadline of the
+// next one. The flush position is the LSN of the last cursor the Store
+// holds, when it was read from this server and slot; 0 (which the server
+// ignores) otherwise.
+func (c *conn) sendStatus() error {
+	var flush pglogrepl.LSN
+	if saved := c.src.saved.Load(); saved != nil && c.id.matches(saved) {
+		flush = saved.LSN
+	}
+	now := time.Now()
+	c.statusBuf = appendStatus(c.statusBuf[:0], c.walEnd, flush, now)
+	if err := c.pg.Frontend().SendUnbufferedEncodedCopyData(c.statusBuf); err != nil {
+		return fmt.Errorf("postgres: replication of slot %q: sending standby status: %w", c.src.slot, err)
+	}
+	c.next = now.Add(c.src.interval)
+	if err := c.pg.Conn().SetReadDeadline(c.next); err != nil {
+		return fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+	}
+	return nil
+}
+
+// pgEpoch is PostgreSQL's epoch, 2000-01-01 UTC.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// appendStatus appends a CopyData message holding a standby status update
+// to buf: written up to write, flushed and applied up to flush. With
+// nothing to confirm (flush 0) every position is 0, which the server
+// ignores: a write position alone would be taken as the flush position by
+// helpers that fill in a missing one, and so confirmed.
+func appendStatus(buf []byte, write, flush pglogrepl.LSN, now time.Time) []byte {
+	if flush == 0 {
+		write = 0
+	}
+	write = max(write, flush)
+	buf = append(buf, 'd', 0, 0, 0, 4+1+8+8+8+8+1)
+	buf = append(buf, pglogrepl.StandbyStatusUpdateByteID)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(write))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(flush))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(flush))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(now.Sub(pgEpoch).Microseconds()))
+	return append(buf, 0) // no reply requested
+}
+
+// Close ends the connection. It may be called more than once, and
+// concurrently with Recv, which it unblocks.
+func (c *conn) Close() error {
+	c.closeOnce.Do(func() {
+		if !c.mu.TryLock() {
+			_ = c.pg.Conn().Close() // unblocks the pending Recv
+			c.mu.Lock()
+		}
+		defer c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = c.pg.Close(ctx)
+		<-c.pg.CleanupDone()
+	})
+	return nil
+}

@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/resumable-go/resumable/cursor"
+)
+
+// Op says what an [Event] is.
+type Op uint8
+
+const (
+	// Insert is a row inserted: New holds it.
+	Insert Op = iota + 1
+	// Update is a row updated: New holds the row after the update; Old
+	// holds the replica identity's columns before it when they changed
+	// (REPLICA IDENTITY DEFAULT or USING INDEX), or the whole old row
+	// (REPLICA IDENTITY FULL), and is empty otherwise.
+	Update
+	// Delete is a row deleted: Old holds its replica identity's columns, or
+	// the whole row with REPLICA IDENTITY FULL.
+	Delete
+	// Truncate is a table truncated: one event per table a TRUNCATE named
+	// (and the publication publishes); New and Old are empty.
+	Truncate
+	// Progress says that nothing the publication publishes was committed
+	// between the previous event and the position of its Cursor. Its cursor
+	// is committed and it is never handed to a handler ([Extract] reports it
+	// as [cursor.ProgressOnly]).
+	Progress
+)
+
+// String returns the operation's SQL name (INSERT, UPDATE, DELETE,
+// TRUNCATE) or PROGRESS.
+func (o Op) String() string {
+	switch o {
+	case Insert:
+		return "INSERT"
+	case Update:
+		return "UPDATE"
+	case Delete:
+		return "DELETE"
+	case Truncate:
+		return "TRUNCATE"
+	case Progress:
+		return "PROGRESS"
+	}
+	return "OP(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Event is one change of a published table, or a [Progress] position.
+//
+// Every change of a transaction carries the transaction's commit LSN and
+// its index within the transaction, from 0, in the order the server sends
+// them, which is the order they were made in. The tuples are the event's
+// own: they may be kept beyond the handler call.
+type Event struct {
+	// Op says what the event is.
+	Op Op
+	// Relation is the changed table, as schema.name (empty for Progress).
+	Relation string
+	// New is the row after an Insert or an Update.
+	New Tuple
+	// Old is the row, or its replica identity, before an Update or a Delete
+	// (see [Update] and [Delete] for when it is sent).
+	Old Tuple
+	// XID is the ID of the transaction that made the change.
+	XID uint32
+	// LSN is the transaction's commit LSN, as pgoutput's Begin message
+	// gives it; a Progress event's is the position it reports.
+	LSN pglogrepl.LSN
+	// Index is the change's index within its transaction, from 0.
+	Index int
+	// Cursor is the position just after this event.
+	Cursor Cursor
+}
+
+// Tuple is a row of a change, in the table's column order, with the values
+// in PostgreSQL's text format. The zero Tuple has no columns.
+type Tuple struct {
+	names []string // the relation's column names, shared by its events
+	cols  []*pglogrepl.TupleDataColumn
+}
+
+// Len returns the number of columns the server sent.
+func (t Tuple) Len() int { return len(t.cols) }
+
+// Column returns the name and the text value of column i (0 ≤ i < Len), and
+// its kind: 't' for a value, 'n' for NULL, 'u' for a TOASTed value the
+// update left unchanged (the server does not send it).
+func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
+	c := t.cols[i]
+	if i < len(t.names) {
+		name = t.names[i]
+	}
+	return name, c.Data, c.DataType
+}
+
+// Get returns the text value of the column called name; ok is false when
+// the tuple has no such column, or its value is NULL or was not sent (an
+// unchanged TOASTed value, or a column outside the replica identity of an
+// old tuple).
+func (t Tuple) Get(name string) (value []byte, ok bool) {
+	for i, n := range t.names {
+		if n == name && i < len(t.cols) {
+			c := t.cols[i]
+			if c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary {
+				return c.Data, true
+			}
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// Cursor is a position in a slot's stream of changes: just after the change
+// Index of the transaction committed at LSN, and the identity of the
+// server and slot it was read from.
+//
+// Every change of a transaction shares the transaction's commit LSN; the
+// index makes the position exact, so that a stream stopped in the middle of
+// a transaction resumes with its next change. A Progress position has Index
+// -1: before every change of a transaction committed at LSN. The zero
+// Cursor is a stream that handled nothing: it starts where the slot stands
+// (creating the slot when it is absent).
+//
+// System, Timeline and Slot are filled in by the Source from the server it
+// read the change from; a Cursor without them learns them at the next Open.
+// A saved Cursor whose server or slot is not the one the Source finds is
+// refused (see [Source.Open]).
+type Cursor struct {
+	// LSN is the commit LSN of the transaction of the last change handled,
+	// or a position with nothing in flight (Index -1).
+	LSN pglogrepl.LSN `json:"lsn"`
+	// Index is the index of the last change handled within the
+	// transaction, from 0; -1 when none of it was.
+	Index int `json:"index"`
+	// System is the server's system identifier (IDENTIFY_SYSTEM).
+	System string `json:"system,omitempty"`
+	// Timeline is the server's timeline (IDENTIFY_SYSTEM).
+	Timeline int32 `json:"timeline,omitempty"`
+	// Slot is the replication slot's name.
+	Slot string `json:"slot,omitempty"`
+}
+
+// Compare orders cursors by position, as cmp.Compare does: by LSN, then by
+// Index. The identity fields are not compared.
+func Compare(a, b Cursor) int {
+	if c := cmp.Compare(a.LSN, b.LSN); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Index, b.Index)
+}
+
+// String formats c as "0/16B3748 #3" (after the change with index 3 of the
+// transaction committed at 0/16B3748), or "0/16B3748 #-1" for a position
+// before every change at that LSN.
+func (c Cursor) String() string {
+	return c.LSN.String() + " #" + strconv.Itoa(c.Index)
+}
+
+// validate reports a cursor that cannot be a position.
+func (c Cursor) validate() error {
+	if c.Index < -1 {
+		return fmt.Errorf("postgres: cursor %v: index below -1", c)
+	}
+	return nil
+}
+
+// fresh reports whether c belongs to a stream that has handled nothing.
+func (c Cursor) fresh() bool { return c.LSN == 0 && c.Index <= 0 && c.System == "" }
+
+// Extract is the [cursor.Extractor] for [Event]: an event's cursor is its
+// Cursor field, and a [Progress] event is reported as
+// [cursor.ProgressOnly], so that the stream commits it without handing it
+// to the handler.
+func Extract(ev Event) (Cursor, error) {
+	if ev.Op == Progress {
+		return ev.Cursor, cursor.ProgressOnly
+	}
+	return ev.Cursor, nil
+}
