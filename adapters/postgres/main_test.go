@@ -1,0 +1,123 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+)
+
+// envChild names the role a re-executed test binary plays (see child.go's
+// runChild); unset in the test binary the go tool runs.
+const envChild = "RESUMABLE_PG_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envChild); role != "" {
+		os.Exit(runChild(role))
+	}
+	goleak.VerifyTestMain(pgtest.Main(m))
+}
+
+// deadline bounds every wait of these tests; it guards against a hang and
+// is never a timing assertion.
+const deadline = 2 * time.Minute
+
+// ctxFor returns a context bounded by deadline and ended with t.
+func ctxFor(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newDB returns the URL of a database of t's own on the shared server.
+func newDB(t testing.TB) string {
+	t.Helper()
+	return pgtest.Shared(t).CreateDB(t)
+}
+
+// counter is a pgx tracer that counts the statements a pool sends
+// (BEGIN and COMMIT included).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// newPool returns a pool on dsn, closed when t ends, and the counter of its
+// statements.
+func newPool(t testing.TB, dsn string) (*pgxpool.Pool, *counter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counter{}
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, c
+}
+
+// exec runs statements on pool.
+func exec(t testing.TB, pool *pgxpool.Pool, sql ...string) {
+	t.Helper()
+	for _, q := range sql {
+		if _, err := pool.Exec(ctxFor(t), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// effects returns the sequence numbers in the table effects, in order, as
+// "count distinct min max" and the list of duplicates.
+func effects(t testing.TB, pool *pgxpool.Pool, table string) (summary string, dups []int64) {
+	t.Helper()
+	ctx := ctxFor(t)
+	var n, distinct, lo, hi int64
+	err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*), count(DISTINCT seq), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM %s", table)).Scan(&n, &distinct, &lo, &hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, fmt.Sprintf("SELECT seq FROM %s GROUP BY seq HAVING count(*) > 1 ORDER BY seq LIMIT 20", table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dups, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("count=%d distinct=%d min=%d max=%d", n, distinct, lo, hi), dups
+}
+
+// want is the effects summary of events 1..n each applied once.
+func want(n int64) string {
+	if n == 0 {
+		return "count=0 distinct=0 min=0 max=0"
+	}
+	return fmt.Sprintf("count=%d distinct=%d min=1 max=%d", n, n, n)
+}
+
+// envList returns the environment with the pairs added.
+func envList(pairs ...string) []string {
+	env := os.Environ()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		env = append(env, pairs[i]+"="+pairs[i+1])
+	}
+	return env
+}
+

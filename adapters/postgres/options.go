@@ -1,0 +1,107 @@
+package postgres
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/resumable-go/resumable/backoff"
+)
+
+// DefaultTable is the table a [Store] keeps its cursors in unless
+// [WithTable] names another.
+const DefaultTable = "resumable_cursors"
+
+// StoreOption configures [NewStore].
+type StoreOption interface {
+	applyStore(*storeConfig)
+}
+
+type storeConfig struct {
+	table []string // the table's name, schema first when qualified
+	iso   pgx.TxIsoLevel
+	retry backoff.Policy
+	errs  []error
+}
+
+type storeOptionFunc func(*storeConfig)
+
+func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
+
+// identifier is what WithTable accepts as one part of a name: an unquoted
+// SQL identifier, case kept (the name is quoted in every statement).
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// WithTable keeps the cursors in table instead of [DefaultTable]: a name,
+// or schema.name, each part a letter or underscore followed by up to 62
+// letters, digits or underscores. The name is quoted, so its case is kept.
+// An unqualified name is looked up on the connection's search_path. Any
+// other name makes NewStore fail.
+func WithTable(table string) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) {
+		parts := splitTable(table)
+		if parts == nil {
+			c.errs = append(c.errs, fmt.Errorf("%w: WithTable(%q): not a name or schema.name", ErrInvalid, table))
+			return
+		}
+		c.table = parts
+	})
+}
+
+func splitTable(table string) []string {
+	var parts []string
+	start := 0
+	for i := 0; i <= len(table); i++ {
+		if i == len(table) || table[i] == '.' {
+			parts = append(parts, table[start:i])
+			start = i + 1
+		}
+	}
+	if len(parts) > 2 {
+		return nil
+	}
+	for _, p := range parts {
+		if !identifier.MatchString(p) {
+			return nil
+		}
+	}
+	return parts
+}
+
+// WithIsolation sets the isolation level of the transactions [Transactional]
+// runs (pgx.Serializable, pgx.RepeatableRead, ...). Default: the server's
+// default_transaction_isolation, usually read committed.
+func WithIsolation(level pgx.TxIsoLevel) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) { c.iso = level })
+}
+
+// WithTxRetry sets the delays between the attempts [Transactional] makes at
+// one event when a transaction fails with a serialization failure or
+// deadlock (SQLSTATE 40001, 40P01) or loses its connection; the attempts end
+// when p's sequence gives up. Default: [DefaultTxRetry]. A nil p makes one
+// attempt only.
+func WithTxRetry(p backoff.Policy) StoreOption {
+	return storeOptionFunc(func(c *storeConfig) {
+		if p == nil {
+			p = noRetry{}
+		}
+		c.retry = p
+	})
+}
+
+// DefaultTxRetry is the default of [WithTxRetry]: up to 9 retries, jittered
+// exponential delays from 5ms to at most 1s.
+var DefaultTxRetry = backoff.Exponential(
+	backoff.WithInitialInterval(5*time.Millisecond),
+	backoff.WithMaxInterval(time.Second),
+	backoff.WithMaxRetries(9),
+)
+
+// noRetry is a policy whose sequences give up at once.
+type noRetry struct{}
+
+func (noRetry) NewSequence() backoff.Sequence { return noRetry{} }
+func (noRetry) Next() (time.Duration, bool)   { return 0, false }
+func (noRetry) Reset()                        {}

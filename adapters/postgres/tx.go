@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// Transactional returns a handler for stream.Resumer.Run that makes each
+// event's effects and its cursor one transaction: it begins a transaction
+// on s's pool (at s's isolation level, [WithIsolation]), writes the cursor
+// extract gives for the event to s's row (a compare-and-set, first, so that
+// a second process on the same stream waits on the row and then fails),
+// calls fn with the transaction, and commits. If fn or the compare-and-set
+// fails, the transaction rolls back: no effect and no cursor. The Resumer's
+// own Save of that cursor afterwards finds it stored and makes no round
+// trip. An event whose cursor the row already holds through a commit whose
+// reply was lost is not handled again.
+//
+// A serialization failure or deadlock (SQLSTATE 40001, 40P01) and a lost
+// connection are retried in place, the whole transaction with fn, with the
+// delays of [WithTxRetry]; each attempt calls fn again with a new
+// transaction. Other errors of fn (a constraint violation included) are
+// returned as they are, and so is the last one when the retries give up.
+// A row written by another process gives an error matching
+// [ErrCursorChanged], marked [errclass.Permanent].
+//
+// fn must do its work through tx only and must not commit or roll it back.
+// Transactional marks s as committing in the handler
+// ([Store.CommitsInHandler]): a stream refuses to run such a handler
+// concurrently. The handler's calls run one at a time. A nil s, extract or
+// fn gives a handler that returns an error matching [ErrInvalid], marked
+// [errclass.Permanent].
+func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn func(ctx context.Context, tx pgx.Tx, event T) error) func(ctx context.Context, event T) error {
+	if s == nil || extract == nil || fn == nil {
+		return func(context.Context, T) error {
+			return errclass.Permanent(fmt.Errorf("%w: Transactional: nil Store, Extractor or function", ErrInvalid))
+		}
+	}
+	s.inTx.Store(true)
+	return func(ctx context.Context, event T) error {
+		c, err := extract(event)
+		if err != nil && !errors.Is(err, cursor.ProgressOnly) {
+			return fmt.Errorf("postgres: extracting the cursor of an event of stream %q: %w", s.name, err)
+		}
+		enc, err := s.codec.Encode(c)
+		if err != nil {
+			return errclass.Permanent(fmt.Errorf("postgres: encoding the cursor %v of stream %q: %w", c, s.name, err))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return transact(ctx, s, enc, fn, event)
+	}
+}
+
+// transact runs attempts until one commits, fails for good, or the retry
+// policy gives up; s.mu is held.
+func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, T) error, event T) error {
+	if !s.known {
+		if _, err := s.load(ctx); err != nil {
+			return err
+		}
+	}
+	var seq backoff.Sequence // made at the first retry: the common path allocates none
+	for attempts := 1; ; attempts++ {
+		retry, err := attempt(ctx, s, enc, fn, event)
+		if err == nil || !retry || ctx.Err() != nil {
+			return err
+		}
+		if seq == nil {
+			seq = s.retry.NewSequence()
+		}
+		d, ok := seq.Next()
+		if !ok {
+			return fmt.Errorf("postgres: the transaction of stream %q failed %d times: %w", s.name, attempts, err)
+		}
+		if werr := wait(ctx, d); werr != nil {
+			return fmt.Errorf("postgres: waiting to retry the transaction of stream %q after %v: %w", s.name, err, werr)
+		}
+	}
+}
+
+// attempt runs one transaction and reports whether its failure may be
+// retried; s.mu is held.
+func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, T) error, event T) (retry bool, err error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.iso})
+	if err != nil {
+		return retryable(err, true), fmt.Errorf("postgres: beginning the transaction of stream %q: %w", s.name, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			rollback(ctx, tx)
+		}
+	}()
+	next, err := s.cas(ctx, tx, enc)
+	if err != nil {
+		return retryable(err, tx.Conn().IsClosed()), fmt.Errorf("postgres: writing the cursor of stream %q: %w", s.name, err)
+	}
+	if next == 0 {
+		return false, nil // committed before, by an attempt whose reply was lost
+	}
+	if err := fn(ctx, tx, event); err != nil {
+		return retryable(err, tx.Conn().IsClosed()), err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pg *pgconn.PgError
+		if !errors.As(err, &pg) {
+			s.pending, s.pendVer = enc, next // committed or not: the next write finds out
+		}
+		return retryable(err, tx.Conn().IsClosed()), fmt.Errorf("postgres: committing the transaction of stream %q: %w", s.name, err)
+	}
+	done = true
+	s.version, s.last = next, enc
+	return false, nil
+}
+
+// rollback rolls tx back, even when ctx has ended, within rollbackTimeout.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	tx.Rollback(ctx) // an error leaves the connection closed: the server rolls back
+}
+
+// rollbackTimeout bounds a rollback; a server that does not answer within it
+// loses the connection, which rolls the transaction back as well.
+const rollbackTimeout = 5 * time.Second
+
+// retryable reports whether a transaction that failed with err may be run
+// again: a serialization failure, a deadlock, a connection that was lost
+// (connLost, or a connection error), or a server shutting down.
+func retryable(err error, connLost bool) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code {
+		case "40001", "40P01", // serialization_failure, deadlock_detected
+			"57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+			return true
+		}
+		return strings.HasPrefix(pg.Code, "08") // connection_exception
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	return connLost || errors.As(err, &connect) || pgconn.SafeToRetry(err)
+}
+
+// wait waits d, or returns ctx's error when ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,3 @@
+package postgres_test
+
+func runChild(role string) int { return 2 }
