@@ -66,7 +66,10 @@ func TestCrashBetweenParkAndCommit(t *testing.T) {
 			t.Fatalf("run %d (%q): killed = %v, want %v; output:\n%s", i, run.kill, killed, run.kill != "", out)
 		}
 		got := make(map[int64]int)
-		for _, r := range mustReadAll(t, path) {
+		for r, err := range deadletter.Read[streamtest.Event[int], int64](path) {
+			if err != nil {
+				t.Fatalf("run %d: Read() = %v", i, err)
+			}
 			got[r.Cursor]++
 			want := 3
 			if crashPoison[r.Cursor] {
