@@ -120,4 +120,3 @@ func envList(pairs ...string) []string {
 	}
 	return env
 }
-
