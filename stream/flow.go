@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
 // defaultWindowPerHandler sets the default window: this many events per
@@ -59,7 +61,7 @@ func WithOrderKey[T any, K comparable](key func(T) K) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.orderKey = typed{}
 		if key != nil {
-			cfg.orderKey = typed{v: func() keyTable[T] { return newKeys(key) }, t: reflect.TypeFor[T]()}
+			cfg.orderKey = typed{v: func(window int) keyTable[T] { return newKeys(key, window) }, t: reflect.TypeFor[T]()}
 		}
 	})
 }
@@ -170,7 +172,75 @@ func (o HandlerOutcome) String() string {
 	return "failed"
 }
 
-// keyTable serialises events with equal keys (see [WithOrderKey]).
-type keyTable[T any] interface{}
+// handleEvent hands ev (at cursor c) to the handler, with the tries and
+// the dead letter the options allow. It returns nil when the event was
+// handled or parked, an error matching ErrStop when the handler asked to
+// stop, and otherwise the error that ends Run. With neither option it
+// returns the handler's error as it is.
+func (r *Resumer[T, C]) handleEvent(ctx context.Context, handle handler[T], ev T, c C) error {
+	err := handle(ctx, ev)
+	if err == nil {
+		return nil
+	}
+	return r.handlerFailed(ctx, handle, ev, c, err)
+}
 
-func newKeys[T any, K comparable](key func(T) K) keyTable[T] { return nil }
+// handlerFailed decides, try after try, what follows a handler error:
+// retry in place, park, or end Run.
+func (r *Resumer[T, C]) handlerFailed(ctx context.Context, handle handler[T], ev T, c C, err error) error {
+	var steps backoff.Sequence
+	for try := 1; ; try++ {
+		if errwalk.Is(err, ErrStop) || ctx.Err() != nil {
+			return err
+		}
+		d := r.classify(err)
+		then := HandlerFailed
+		switch {
+		case d.Action == errclass.Retry && try < r.tries:
+			then = HandlerRetried
+		case r.park != nil:
+			then = HandlerParked
+		}
+		var wait time.Duration
+		if then == HandlerRetried {
+			if steps == nil {
+				steps = r.retryPolicy.NewSequence()
+			}
+			step, ok := steps.Next()
+			switch {
+			case !ok && r.park != nil:
+				then = HandlerParked
+			case !ok:
+				then = HandlerFailed
+			}
+			wait = max(step, r.capServer(d.After))
+		}
+		if r.hooks.OnHandlerError != nil {
+			r.hooks.OnHandlerError(HandlerEvent[C]{Cursor: c, Try: try, Err: err, Decision: d, Then: then})
+		}
+		switch then {
+		case HandlerFailed:
+			if try == 1 {
+				return err // as today
+			}
+			return &HandlerError{Err: err, Tries: try}
+		case HandlerParked:
+			if perr := r.park(ctx, ev, &HandlerError{Err: err, Tries: try}); perr != nil {
+				return fmt.Errorf("stream: parking the event at cursor %s after %d tries (%w): %w", text(c), try, err, perr)
+			}
+			r.mu.Lock()
+			r.stats.Parked++
+			r.mu.Unlock()
+			return nil
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return serr
+		}
+		r.mu.Lock()
+		r.stats.HandlerRetries++
+		r.mu.Unlock()
+		if err = handle(ctx, ev); err == nil {
+			return nil
+		}
+	}
+}

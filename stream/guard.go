@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,29 +13,39 @@ const watchdogTicks = 4
 // connGuard holds the current Conn so that another goroutine can close it:
 // the context watcher when Run's context ends, and the idle watchdog (wd,
 // nil without WithIdleTimeout) when the connection has been quiet for the
-// idle timeout.
+// idle timeout. A panic in a Close it makes is kept and raised again on
+// Run's goroutine ([connGuard.rethrow]).
 type connGuard[T any] struct {
 	mu        sync.Mutex
 	conn      Conn[T]
 	cancelled bool // Run's context ended: refuse new Conns
+	panicked  bool // a Close made here panicked with panicVal
+	panicVal  any
 	wd        *watchdog
 }
 
 // watchdog is the idle watchdog: one timer that ticks every idle/4 while a
-// Conn is set, and compares the count of committed cursors with the one it
+// Conn is set, and compares the activity count (events received and
+// finished, bumped by the loop only when a watchdog exists) with the one it
 // saw at the previous tick; once the count has not moved for the idle
-// timeout, it closes the Conn. The per-event path pays nothing for it: the
-// count is the one the loop already publishes under the stats lock, and the
-// clock is read per tick, not per event. Its fields are guarded by the
-// connGuard's mu.
+// timeout, it closes the Conn. The clock is read per tick, not per event.
+// Its fields other than activity are guarded by the connGuard's mu.
 type watchdog struct {
-	idle  time.Duration
-	count func() uint64  // cursors committed so far (reads the stats)
-	ticks sync.WaitGroup // armed timer callbacks not yet returned
-	timer *time.Timer
-	seen  uint64    // count at the last tick
-	since time.Time // when seen last changed
-	fired bool      // the watchdog closed the Conn
+	idle     time.Duration
+	activity atomic.Uint64
+	ticks    sync.WaitGroup // armed timer callbacks not yet returned
+	timer    *time.Timer
+	seen     uint64    // activity at the last tick
+	since    time.Time // when seen last changed
+	paused   bool      // the loop is not reading on purpose (a full window)
+	fired    bool      // the watchdog closed the Conn
+}
+
+// active records activity for the watchdog, if there is one.
+func (g *connGuard[T]) active() {
+	if g.wd != nil {
+		g.wd.activity.Add(1)
+	}
 }
 
 // watch closes the current Conn, and refuses later ones, when ctx ends. The
@@ -49,13 +60,40 @@ func (g *connGuard[T]) watch(ctx context.Context) (stop func()) {
 		g.cancelled = true
 		g.mu.Unlock()
 		if c != nil {
-			_ = c.Close()
+			g.close(c)
 		}
 	})
 	return func() {
 		if !stopWatch() {
 			<-closed
 		}
+	}
+}
+
+// close closes c on a goroutine other than Run's, keeping a panic for
+// rethrow.
+func (g *connGuard[T]) close(c Conn[T]) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.mu.Lock()
+			if !g.panicked {
+				g.panicked, g.panicVal = true, v
+			}
+			g.mu.Unlock()
+		}
+	}()
+	_ = c.Close()
+}
+
+// rethrow raises on Run's goroutine the panic of a Close made by the
+// watcher or the watchdog, if any.
+func (g *connGuard[T]) rethrow() {
+	g.mu.Lock()
+	panicked, v := g.panicked, g.panicVal
+	g.panicked, g.panicVal = false, nil
+	g.mu.Unlock()
+	if panicked {
+		panic(v)
 	}
 }
 
@@ -76,10 +114,22 @@ func (g *connGuard[T]) set(c Conn[T]) bool {
 	}
 	g.conn = c
 	if wd := g.wd; wd != nil {
-		wd.seen, wd.since, wd.fired = wd.count(), time.Now(), false
+		wd.seen, wd.since, wd.fired, wd.paused = wd.activity.Load(), time.Now(), false, false
 		g.arm()
 	}
 	return true
+}
+
+// pause stops (on) or restarts (off) the idle clock while the loop holds
+// off reading on purpose: a full window is no stall.
+func (g *connGuard[T]) pause(on bool) {
+	if g.wd == nil {
+		return
+	}
+	g.mu.Lock()
+	g.wd.paused = on
+	g.wd.since = time.Now()
+	g.mu.Unlock()
 }
 
 // arm schedules the watchdog's next tick; g.mu is held.
@@ -94,8 +144,7 @@ func (g *connGuard[T]) arm() {
 }
 
 // release forgets the current Conn and disarms the watchdog. It reports
-// whether the watchdog closed the Conn, and the count of commits it had
-// seen then.
+// whether the watchdog closed the Conn, and the activity it had seen then.
 func (g *connGuard[T]) release() (fired bool, seen uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -108,6 +157,12 @@ func (g *connGuard[T]) release() (fired bool, seen uint64) {
 		wd.ticks.Done() // the pending tick will not run
 	}
 	return wd.fired, wd.seen
+}
+
+// activeSince reports whether there was activity after the watchdog saw
+// seen.
+func (g *connGuard[T]) activeSince(seen uint64) bool {
+	return g.wd != nil && g.wd.activity.Load() != seen
 }
 
 // wait returns once no watchdog tick is running: call it before Run
@@ -129,7 +184,7 @@ func (g *connGuard[T]) tick() {
 		return
 	}
 	now := time.Now()
-	if n := wd.count(); n != wd.seen {
+	if n := wd.activity.Load(); n != wd.seen || wd.paused {
 		wd.seen, wd.since = n, now
 	}
 	if now.Sub(wd.since) < wd.idle {
@@ -139,5 +194,5 @@ func (g *connGuard[T]) tick() {
 	}
 	wd.fired = true
 	g.mu.Unlock()
-	_ = c.Close()
+	g.close(c)
 }

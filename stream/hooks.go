@@ -26,9 +26,6 @@ type Hooks[C any] struct {
 	OnCommit func(CommitEvent[C])
 	// OnSave is called after the Store was saved, or failed to save.
 	OnSave func(SaveEvent[C])
-	// OnExpired is called when a failure was classified
-	// [errclass.Expired], before any resync.
-	OnExpired func(ExpiredEvent[C])
 	// OnResync is called after a resync hook replaced the cursor.
 	OnResync func(ResyncEvent[C])
 	// OnHandlerError is called after each failed handler call, with what
@@ -138,14 +135,6 @@ type SaveEvent[C any] struct {
 	Final bool
 }
 
-// ExpiredEvent describes a failure classified [errclass.Expired].
-type ExpiredEvent[C any] struct {
-	// Err is the failure.
-	Err error
-	// Cursor is the cursor that expired.
-	Cursor C
-}
-
 // ResyncEvent describes a completed resync.
 type ResyncEvent[C any] struct {
 	// Cause is the failure that triggered the resync.
@@ -174,7 +163,7 @@ func joinHooks[C any](hs []Hooks[C]) Hooks[C] {
 		j.OnRetry = join(j.OnRetry, h.OnRetry)
 		j.OnCommit = join(j.OnCommit, h.OnCommit)
 		j.OnSave = join(j.OnSave, h.OnSave)
-		j.OnExpired = join(j.OnExpired, h.OnExpired)
+		j.OnHandlerError = join(j.OnHandlerError, h.OnHandlerError)
 		j.OnResync = join(j.OnResync, h.OnResync)
 		j.OnStop = join(j.OnStop, h.OnStop)
 	}

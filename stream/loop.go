@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,23 +13,39 @@ import (
 
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
-// guardFallback is the guard step after an empty clean end when the backoff
+// emptyEndFallback is the wait after an empty clean end when the backoff
 // policy has never given a positive step.
-const guardFallback = time.Second
+const emptyEndFallback = time.Second
 
-// outcome is how one try ended: loading the Store, opening and draining a
-// connection, or a resync.
+// ending is how one try ended.
+type ending uint8
+
+const (
+	failed     ending = iota // a failure, for the classifier
+	saveFailed               // saving the Store failed: classified, not saved again
+	cleanEnd                 // io.EOF from Recv: no failure
+	finalEnd                 // Run returns err as it is (nil: the stream ended, or ErrStop)
+	resynced                 // a resync succeeded; err is the expiry it followed
+)
+
+// outcome is how one try ended — loading the Store, opening and draining a
+// connection, or a resync — with the facts the verdict needs.
 type outcome struct {
-	err      error // what ended it; for a resync that succeeded, its cause
-	final    bool  // Run returns err as it is (nil: the stream ended, or ErrStop)
-	clean    bool  // no failure: io.EOF from Recv, or an idle close during the handler
-	opened   bool  // Open succeeded
-	events   int   // cursors the connection committed
-	noResync bool  // an Expired verdict cannot resync: the Load or a resync failed
-	resynced bool  // a resync succeeded; err is the expiry it followed
-	saveErr  bool  // err came from saving the Store
+	end      ending
+	err      error
+	opened   bool // Open succeeded
+	moved    bool // the connection moved the stream: a committed cursor differed from the one before
+	commits  int  // cursors the connection committed
+	noResync bool // the Load or a resync failed: an Expired verdict cannot resync
+}
+
+// final returns o ended for good with err.
+func (o outcome) final(err error) outcome {
+	o.end, o.err = finalEnd, err
+	return o
 }
 
 // verdict is what the loop does next.
@@ -39,9 +56,22 @@ type verdict struct {
 	delay  time.Duration // the wait before the next Open
 }
 
+// eventKind is what the loop does with an event.
+type eventKind uint8
+
+const (
+	handled  eventKind = iota // handed to the handler, then committed
+	progress                  // committed without the handler
+	skipped                   // a repeat (WithSkipRepeats): neither
+	replayed                  // a resync's: handled, no cursor of its own
+)
+
+// handler is Run's event handler.
+type handler[T any] func(ctx context.Context, event T) error
+
 // begin resets what a run does not inherit from the previous one.
 func (r *Resumer[T, C]) begin() {
-	r.st.attempt, r.st.lastOpen, r.st.lastStep = 0, time.Time{}, 0
+	r.st.attempt, r.st.lastTry, r.st.lastStep = 0, time.Time{}, 0
 	r.st.resetSequences()
 	r.guard.reset()
 	r.mu.Lock()
@@ -49,21 +79,85 @@ func (r *Resumer[T, C]) begin() {
 	r.mu.Unlock()
 }
 
+// cur returns the committed cursor. Only the loop's goroutine writes it
+// (under r.mu, for Stats), so the loop reads it without the lock.
+func (r *Resumer[T, C]) cur() C { return r.stats.Cursor }
+
+// guarded runs the loop with its helpers: the context watcher, the idle
+// watchdog and, under WithConcurrency, the handler goroutines; each has
+// ended when it returns.
+func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome {
+	defer r.guard.rethrow() // a Close that panicked on the watcher's or watchdog's goroutine
+	defer r.guard.wait()
+	if !r.noWatch {
+		defer r.guard.watch(ctx)()
+	}
+	if r.handlers > 1 {
+		p := r.startPool(ctx, handle)
+		defer p.stop()
+		r.st.pool = p
+		r.pool.Store(p)
+		defer func() { r.st.pool = nil }()
+	}
+	return r.loop(ctx, handle)
+}
+
+// loop is the one loop: load, open and drain a connection; then decide —
+// return, resync, or wait and open again.
+func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
+	for {
+		o := r.saveBehind(ctx, r.connect(ctx, handle))
+		if o.end == finalEnd {
+			return o
+		}
+		v := r.decide(o)
+		if v.resync {
+			if o = r.saveBehind(ctx, r.resyncAfter(ctx, handle, v.err)); o.end == finalEnd {
+				return o
+			}
+			v = r.decide(o)
+		}
+		if v.stop {
+			o.err = v.err
+			return o
+		}
+		if err := sleep(ctx, v.delay); err != nil {
+			return o.final(err)
+		}
+	}
+}
+
+// endOf classifies the error that ended a try: the end of the stream and
+// ErrStop end Run cleanly, ctx's end ends it with ctx's error; anything else
+// is a failure.
+func endOf(ctx context.Context, o outcome, err error) outcome {
+	switch {
+	case ctx.Err() != nil:
+		return o.final(ctx.Err())
+	case errwalk.Is(err, ErrEndOfStream):
+		return o.final(nil)
+	case errwalk.Is(err, ErrStop): // only a handler's ErrStop commits; from a Source it just stops
+		return o.final(nil)
+	}
+	o.end, o.err = failed, err
+	return o
+}
+
 // connect loads the Store if needed, waits on the open limiter, opens a
 // connection after the committed cursor and drains it.
-func (r *Resumer[T, C]) connect(ctx context.Context, handle func(context.Context, T) error) outcome {
+func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome {
 	if !r.st.loaded {
-		if o := r.load(ctx); o.final || o.err != nil {
+		if o := r.load(ctx); o.end != cleanEnd {
 			return o
 		}
 	}
+	r.st.lastTry = time.Now() // a try starts here: a failed limiter wait obeys the delay rule too
 	if r.limiter != nil {
 		if err := r.limiter.Wait(ctx); err != nil {
-			return r.ended(ctx, outcome{err: fmt.Errorf("stream: waiting on the open limiter: %w", err)})
+			return endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
 		}
 	}
-	r.st.lastOpen = time.Now() // once per Open: the minimum restart delay and the guard need it
-	after := r.st.cur
+	after := r.cur()
 	conn, err := r.src.Open(ctx, after)
 	switch {
 	case err == nil && isNil(conn):
@@ -72,7 +166,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle func(context.Context
 		_ = conn.Close() // an Open that failed must not leak what it opened
 	}
 	if err != nil {
-		return r.ended(ctx, outcome{err: err})
+		return endOf(ctx, outcome{}, err)
 	}
 	r.mu.Lock()
 	r.stats.Opens++
@@ -81,140 +175,200 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle func(context.Context
 	if r.hooks.OnConnect != nil {
 		r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt})
 	}
-	return r.ended(ctx, r.drain(ctx, conn, handle))
+	return r.drain(ctx, conn, handle)
 }
 
-// load reads the cursor to start after from the Store.
+// load reads the cursor to start after from the Store. Its outcome is a
+// cleanEnd when the loop may go on.
 func (r *Resumer[T, C]) load(ctx context.Context) outcome {
 	c, err := r.store.Load(ctx)
 	if err != nil {
 		// No cursor to resync from: the Store itself is the problem.
-		return r.ended(ctx, outcome{err: fmt.Errorf("stream: loading the cursor from the Store: %w", err), noResync: true})
+		o := endOf(ctx, outcome{noResync: true}, fmt.Errorf("stream: loading the cursor from the Store: %w", err))
+		return o
 	}
-	r.st.loaded, r.st.cur = true, c
+	r.st.loaded = true
 	if r.interval > 0 {
 		r.st.lastSave = time.Now()
 	}
 	r.mu.Lock()
 	r.stats.Cursor = c
 	r.mu.Unlock()
-	return outcome{}
+	return outcome{end: cleanEnd}
 }
 
-// ended finishes an outcome: the end of ctx and of the stream are final,
-// and a lagging Store is saved (a connection's end is a good moment).
-func (r *Resumer[T, C]) ended(ctx context.Context, o outcome) outcome {
-	switch {
-	case o.final:
-		return o
-	case ctx.Err() != nil:
-		return outcome{final: true, err: ctx.Err()}
-	case errors.Is(o.err, ErrEndOfStream):
-		r.debug("stream ended for good", o.err)
-		return outcome{final: true}
-	case o.saveErr:
+// saveBehind saves the Store after a try when it lags behind the committed
+// cursor (a connection's end is a good moment); a failed save turns a clean
+// end into a failure. Final outcomes are left to the final save.
+func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
+	if o.end == finalEnd || o.end == saveFailed || r.st.unsaved == 0 {
 		return o
 	}
+	if ctx.Err() != nil {
+		return o.final(ctx.Err())
+	}
 	if err := r.checkpoint(ctx, false); err != nil {
-		if o.clean {
-			o.clean, o.err = false, err
+		if o.end == cleanEnd || o.end == resynced {
+			o.err = err
 		} else {
 			o.err = errors.Join(o.err, err)
 		}
-		o.saveErr = true
+		o.end, o.noResync = saveFailed, true
 	}
 	return o
 }
 
-// drain reads one connection until it ends, handing each event to handle
-// and committing its cursor. The Conn is closed when drain returns, even by
-// a panic.
-func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle func(context.Context, T) error) (o outcome) {
+// drain reads one connection until it ends, and closes the Conn, even when
+// a panic ends it.
+func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[T]) (o outcome) {
 	if !r.guard.set(conn) {
 		_ = conn.Close()
-		return outcome{final: true, err: ctx.Err()}
+		return outcome{end: finalEnd, err: ctx.Err()}
 	}
 	defer func() {
 		fired, seen := r.guard.release()
 		_ = conn.Close()
-		if fired && !o.final {
+		r.guard.rethrow()
+		if fired && (o.end == failed || o.end == cleanEnd) {
 			o = r.idleEnd(o, seen)
 		}
 	}()
+	if r.st.pool != nil {
+		return r.readPool(ctx, conn, r.st.pool)
+	}
 	return r.read(ctx, conn, handle)
 }
 
-// read is drain's loop: the per-event path.
-func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle func(context.Context, T) error) outcome {
+// read is drain's loop with one handler: the per-event path.
+func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T]) outcome {
 	o := outcome{opened: true}
 	for {
 		if err := ctx.Err(); err != nil {
-			o.err = err
-			return o
+			return o.final(err)
 		}
 		ev, err := conn.Recv(ctx)
 		if err != nil {
-			o.err, o.clean = err, errors.Is(err, io.EOF)
-			return o
+			return r.connEnded(ctx, o, err)
 		}
-		c, err := r.extract(ev)
-		progress := false
+		r.guard.active()
+		c, kind, err := r.cursorOf(ev, r.cur())
 		if err != nil {
-			if !errors.Is(err, cursor.ProgressOnly) {
-				return outcome{final: true, err: fmt.Errorf("%w: %w", ErrExtract, err)}
-			}
-			progress = true
-		}
-		if r.order != nil && r.order(c, r.st.cur) < 0 {
-			return outcome{final: true, err: fmt.Errorf("%w: event cursor %v is before committed cursor %v", ErrCursorRegressed, c, r.st.cur)}
+			return o.final(err)
 		}
 		stop := false
-		if !progress {
-			if err := handle(ctx, ev); err != nil {
-				if !errors.Is(err, ErrStop) {
-					return outcome{final: true, err: err}
+		switch kind {
+		case skipped:
+			r.skip()
+			continue
+		case handled:
+			if err := r.handleEvent(ctx, handle, ev, c); err != nil {
+				if !errwalk.Is(err, ErrStop) {
+					return o.final(err)
 				}
 				stop = true
 			}
 		}
-		o.events++
-		if err := r.commit(ctx, c, progress); err != nil && !stop {
-			o.err, o.saveErr = err, true
-			return o
-		}
-		if stop {
+		r.guard.active() // the handler let go of the event
+		moved, err := r.commit(ctx, c, kind)
+		o.moved = o.moved || moved
+		o.commits++
+		switch {
+		case stop:
 			r.debug("handler asked to stop", nil)
-			return outcome{final: true}
+			return o.final(nil)
+		case err != nil:
+			o.end, o.err = saveFailed, err
+			return o
 		}
 	}
 }
 
+// connEnded is the outcome of a connection whose Recv returned err: only
+// io.EOF from Recv is a clean end.
+func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) outcome {
+	if errwalk.Is(err, io.EOF) && ctx.Err() == nil && !errwalk.Is(err, ErrEndOfStream) {
+		o.end, o.err = cleanEnd, err
+		return o
+	}
+	return endOf(ctx, o, err)
+}
+
+// cursorOf extracts ev's cursor and says what to do with the event, given
+// the cursor before it; an extractor failure or a cursor that goes back
+// ends Run.
+func (r *Resumer[T, C]) cursorOf(ev T, before C) (C, eventKind, error) {
+	c, err := r.extract(ev)
+	kind := handled
+	if err != nil {
+		if !errwalk.Is(err, cursor.ProgressOnly) {
+			return c, kind, fmt.Errorf("%w: %w", ErrExtract, err)
+		}
+		kind = progress
+	}
+	if r.order != nil {
+		switch n := r.order(c, before); {
+		case n < 0:
+			return c, kind, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
+		case n == 0 && r.skipRepeats && kind == handled:
+			kind = skipped
+		}
+	}
+	return c, kind, nil
+}
+
+// skip counts an event skipped as a repeat.
+func (r *Resumer[T, C]) skip() {
+	r.mu.Lock()
+	r.stats.Skipped++
+	r.mu.Unlock()
+}
+
 // idleEnd is the outcome of a connection the idle watchdog closed, when it
-// had seen seen commits: a failure matching ErrIdleTimeout, or no failure
-// when a commit came after the watchdog's last look (the handler held an
-// event all along).
+// had seen activity seen: the watchdog adds its reason to the connection's
+// own error (whose marks, a server's delay among them, survive). The end is
+// clean when there was activity after the watchdog's last look (the handler
+// held an event all along), a failure otherwise.
 func (r *Resumer[T, C]) idleEnd(o outcome, seen uint64) outcome {
-	o.clean = r.committed() > seen
-	o.err = fmt.Errorf("%w (%v)", ErrIdleTimeout, r.guard.wd.idle)
+	o.err = &idleError{idle: r.guard.wd.idle, err: o.err}
+	o.end = failed
+	if r.guard.activeSince(seen) {
+		o.end = cleanEnd
+	}
 	return o
 }
+
+// idleError is the failure of a connection the idle watchdog closed: it
+// matches ErrIdleTimeout and keeps the connection's own error reachable.
+type idleError struct {
+	idle time.Duration
+	err  error
+}
+
+func (e *idleError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("%v (%v)", ErrIdleTimeout, e.idle)
+	}
+	return fmt.Sprintf("%v (%v): %v", ErrIdleTimeout, e.idle, e.err)
+}
+
+func (e *idleError) Unwrap() []error { return []error{ErrIdleTimeout, e.err} }
 
 // decide turns an outcome that is not final into a verdict: a clean end
 // reopens, a failure is classified, a resync is followed by a backoff step.
 func (r *Resumer[T, C]) decide(o outcome) verdict {
-	switch {
-	case o.clean:
-		return r.cleanEnd(o)
-	case o.resynced:
+	switch o.end {
+	case cleanEnd:
+		return r.clean(o)
+	case resynced:
 		return r.backoff(o.err, errclass.Decision{Action: errclass.Expired})
 	}
 	return r.failure(o)
 }
 
-// cleanEnd decides after a connection that ended without a failure: no
-// attempt is counted and the failure sequence starts over; a connection
-// that delivered nothing waits the poll interval, or the guard.
-func (r *Resumer[T, C]) cleanEnd(o outcome) verdict {
+// clean decides after a connection that ended without a failure: no
+// attempt is counted and the failure sequence starts over; a connection that
+// did not move the stream waits the poll interval, or an empty-end step.
+func (r *Resumer[T, C]) clean(o outcome) verdict {
 	// A clean end may carry the server's reconnection delay (SSE retry:),
 	// as errclass.RetryAfter(io.EOF, d): a floor for the next wait.
 	d := errclass.Decision{Action: errclass.Retry, After: max(errclass.Markers().Classify(o.err).After, 0)}
@@ -222,44 +376,44 @@ func (r *Resumer[T, C]) cleanEnd(o outcome) verdict {
 	r.stats.CleanEnds++
 	r.mu.Unlock()
 	if r.hooks.OnDisconnect != nil {
-		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: true, Opened: o.opened, Events: o.events, Cursor: r.st.cur})
+		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: true, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
 	}
 	r.st.attempt = 0
-	if o.events > 0 {
+	if o.moved {
 		r.st.resetSequences()
 		return r.schedule(o.err, d, 0, DelayNone)
 	}
-	if r.st.failures != nil { // the guard's sequence goes on
+	if r.st.failures != nil { // the empty-end sequence goes on
 		r.st.failures.Reset()
 	}
 	if r.poll > 0 {
 		return r.schedule(o.err, d, r.poll, DelayPoll)
 	}
-	return r.schedule(o.err, d, r.guardStep(), DelayPoll)
+	return r.schedule(o.err, d, r.emptyEndStep(), DelayPoll)
 }
 
-// guardStep returns the wait after an empty clean end without a poll
-// interval: what is left of one guard step since the Open started. A
-// connection that lived longer than the step (a quiet stream the server
-// ended on schedule) waits nothing and starts the guard over. Once the
-// policy has given up, the guard keeps its largest step (or guardFallback):
-// a clean end never ends the stream, and never spins.
-func (r *Resumer[T, C]) guardStep() time.Duration {
-	if r.st.guard == nil {
-		r.st.guard = r.policy.NewSequence()
+// emptyEndStep returns the wait after an empty clean end without a poll
+// interval: what is left of one step of the empty-end sequence since the
+// try started. A connection that lived longer than the step (a quiet stream
+// the server ended on schedule) waits nothing and starts the sequence over.
+// Once the policy has given up, its largest step (or emptyEndFallback) is
+// used: a clean end never ends the stream, and never spins.
+func (r *Resumer[T, C]) emptyEndStep() time.Duration {
+	if r.st.emptyEnds == nil {
+		r.st.emptyEnds = r.policy.NewSequence()
 	}
-	step, ok := r.st.guard.Next()
+	step, ok := r.st.emptyEnds.Next()
 	switch {
 	case ok: // a zero step (backoff.None) is the policy's choice: no wait
 		r.st.lastStep = max(step, r.st.lastStep)
 	case r.st.lastStep > 0:
 		step = r.st.lastStep
 	default:
-		step = guardFallback
+		step = emptyEndFallback
 	}
-	lived := time.Since(r.st.lastOpen)
+	lived := time.Since(r.st.lastTry)
 	if lived >= step {
-		r.st.guard.Reset()
+		r.st.emptyEnds.Reset()
 		return 0
 	}
 	return step - lived
@@ -269,7 +423,7 @@ func (r *Resumer[T, C]) guardStep() time.Duration {
 // it, resync, or wait a backoff step.
 func (r *Resumer[T, C]) failure(o outcome) verdict {
 	d := r.classify(o.err)
-	if o.events > 0 { // the connection made progress: a new streak starts
+	if o.moved { // the connection made progress: a new streak starts
 		r.st.resetSequences()
 		r.st.attempt = 0
 	}
@@ -286,7 +440,7 @@ func (r *Resumer[T, C]) failure(o outcome) verdict {
 	r.stats.LastError = o.err
 	r.mu.Unlock()
 	if r.hooks.OnDisconnect != nil {
-		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Opened: o.opened, Events: o.events, Cursor: r.st.cur})
+		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
 	}
 	switch d.Action {
 	case errclass.Fail:
@@ -301,11 +455,8 @@ func (r *Resumer[T, C]) failure(o outcome) verdict {
 // expired decides after a failure classified Expired: resync, or return the
 // failure marked expired.
 func (r *Resumer[T, C]) expired(o outcome) verdict {
-	if r.hooks.OnExpired != nil {
-		r.hooks.OnExpired(ExpiredEvent[C]{Err: o.err, Cursor: r.st.cur})
-	}
 	err := o.err
-	if !errors.Is(err, errclass.ErrExpired) {
+	if !errwalk.Is(err, errclass.ErrExpired) {
 		err = errclass.CursorExpired(err)
 	}
 	switch {
@@ -313,7 +464,7 @@ func (r *Resumer[T, C]) expired(o outcome) verdict {
 		r.warn("cursor expired; no resync possible here", err)
 		return verdict{stop: true, err: err}
 	case r.resync == nil:
-		err = fmt.Errorf("stream: cursor %v expired and no resync hook is set: %w", r.st.cur, err)
+		err = fmt.Errorf("stream: cursor %s cannot be resumed and no resync hook is set: %w", text(r.cur()), err)
 		r.warn("cursor expired", err)
 		return verdict{stop: true, err: err}
 	}
@@ -337,105 +488,149 @@ func (r *Resumer[T, C]) backoff(err error, d errclass.Decision) verdict {
 
 // schedule returns the verdict to reopen after the delay rule:
 // max(step, the server's After (capped), the minimum restart delay less the
-// time since the last Open started).
+// time since the last try started).
 func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Duration, reason DelayReason) verdict {
 	delay := step
 	if step <= 0 {
 		delay, reason = 0, DelayNone
 	}
-	after := d.After
-	if r.maxServer > 0 && after > r.maxServer {
-		after = r.maxServer
-	}
-	if after > delay {
+	if after := r.capServer(d.After); after > delay {
 		delay, reason = after, DelayServer
 	}
-	if r.minRestart > 0 && !r.st.lastOpen.IsZero() {
-		if w := r.minRestart - time.Since(r.st.lastOpen); w > delay {
+	if r.minRestart > 0 && !r.st.lastTry.IsZero() {
+		if w := r.minRestart - time.Since(r.st.lastTry); w > delay {
 			delay, reason = w, DelayMinRestart
 		}
 	}
 	if r.hooks.OnRetry != nil {
-		r.hooks.OnRetry(RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.st.cur})
+		r.hooks.OnRetry(RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.cur()})
 	}
 	lvl, msg := zapcore.InfoLevel, "stream failed; retrying"
 	if r.st.attempt == 0 { // a clean end is never a failure
 		lvl, msg = zapcore.DebugLevel, "connection ended; reopening"
 	}
 	if ce := r.log.Check(lvl, msg); ce != nil {
-		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.st.cur), zap.Duration("delay", delay),
+		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.cur()), zap.Duration("delay", delay),
 			zap.Stringer("reason", reason), zap.Stringer("decision", d), zap.Error(err))
 	}
 	return verdict{delay: delay}
 }
 
-// resyncAfter calls the resync hook after cause showed the cursor expired,
-// streams its replay to handle, and commits the cursor it returns.
-func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle func(context.Context, T) error, cause error) outcome {
-	from := r.st.cur
-	replayed := 0
-	var herr error // the handler's error, which ends Run
-	emit := func(ev T) error {
-		if herr != nil {
-			return herr
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := handle(ctx, ev); err != nil {
-			herr = err
-			return err
-		}
-		replayed++
-		return nil
+// capServer caps a server's requested delay (WithMaxServerDelay).
+func (r *Resumer[T, C]) capServer(after time.Duration) time.Duration {
+	if r.maxServer > 0 && after > r.maxServer {
+		return r.maxServer
 	}
-	after, err := r.resync(ctx, cause, emit)
+	return max(after, 0)
+}
+
+// resyncAfter calls the resync hook after cause showed the cursor cannot be
+// resumed, streams its replay to the handler, and commits the cursor it
+// returns. emit refuses once the hook returned.
+func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], cause error) outcome {
+	from := r.cur()
+	replay := &replay[T, C]{r: r, ctx: ctx, handle: handle}
+	after, err := r.resync(ctx, cause, replay.emit)
+	replay.over.Store(true)
+	herr := replay.finish()
 	r.mu.Lock()
-	r.stats.Events += uint64(replayed)
+	r.stats.Events += uint64(replay.n)
 	r.mu.Unlock()
 	switch {
-	case errors.Is(herr, ErrStop):
-		return outcome{final: true} // no cursor to commit mid-replay
+	case errwalk.Is(herr, ErrStop):
+		return outcome{end: finalEnd} // no cursor to commit mid-replay
 	case herr != nil:
-		return outcome{final: true, err: herr}
+		return outcome{end: finalEnd, err: herr}
 	case ctx.Err() != nil:
-		return outcome{final: true, err: ctx.Err()}
+		return outcome{end: finalEnd, err: ctx.Err()}
+	case errwalk.Is(err, ErrStop):
+		return outcome{end: finalEnd}
 	case err != nil:
 		// Expired again is no reason to resync twice in a row.
-		return outcome{err: fmt.Errorf("stream: resync after expired cursor %v: %w", from, err), noResync: true}
+		return outcome{end: failed, err: fmt.Errorf("stream: resync after expired cursor %s: %w", text(from), err), noResync: true}
 	}
-	r.st.cur = after
 	r.st.unsaved++
 	r.mu.Lock()
 	r.stats.Cursor = after
 	r.stats.Resyncs++
 	r.mu.Unlock()
 	if r.hooks.OnResync != nil {
-		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: replayed})
+		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: replay.n})
 	}
 	if ce := r.log.Check(zapcore.InfoLevel, "resynced after an expired cursor"); ce != nil {
-		ce.Write(zap.Any("from", from), zap.Any("to", after), zap.Int("replayed", replayed), zap.Error(cause))
+		ce.Write(zap.Any("from", from), zap.Any("to", after), zap.Int("replayed", replay.n), zap.Error(cause))
 	}
-	if err := r.checkpoint(ctx, false); err != nil {
-		return outcome{err: err, noResync: true, saveErr: true}
+	return outcome{end: resynced, err: cause}
+}
+
+// errEmitAfterResync is what emit returns when called after its ResyncFunc
+// returned.
+var errEmitAfterResync = errors.New("stream: emit called after its ResyncFunc returned")
+
+// replay is one resync's emit: it hands each event to the handler (through
+// the handler pool under WithConcurrency) and remembers the first handler
+// error, which ends Run.
+type replay[T, C any] struct {
+	r      *Resumer[T, C]
+	ctx    context.Context // the resync's; a replay lives only as long as the call
+	handle handler[T]
+	over   atomic.Bool // the ResyncFunc returned
+	n      int         // events handled
+	herr   error
+}
+
+func (p *replay[T, C]) emit(ev T) error {
+	switch {
+	case p.over.Load():
+		return errEmitAfterResync
+	case p.herr != nil:
+		return p.herr
 	}
-	return outcome{resynced: true, err: cause}
+	if err := p.ctx.Err(); err != nil {
+		return err
+	}
+	if pool := p.r.st.pool; pool != nil {
+		p.herr = p.r.replayPool(p.ctx, pool, ev)
+		return p.herr
+	}
+	if err := p.r.handleEvent(p.ctx, p.handle, ev, p.r.cur()); err != nil {
+		p.herr = err
+		return err
+	}
+	p.n++
+	return nil
+}
+
+// finish waits for the replay's events still in the handler pool and
+// returns the first handler error.
+func (p *replay[T, C]) finish() error {
+	if pool := p.r.st.pool; pool != nil && p.herr == nil {
+		p.herr = p.r.settlePool(p.ctx, pool)
+	}
+	if pool := p.r.st.pool; pool != nil {
+		p.n = pool.replayed
+		pool.replayed = 0
+	}
+	return p.herr
 }
 
 // commit records c as the committed cursor and saves the Store when the
-// checkpoint cadence says so, under one lock for the stats. It returns the
-// Store's error, if any.
-func (r *Resumer[T, C]) commit(ctx context.Context, c C, progress bool) error {
-	r.st.cur = c
-	r.st.unsaved++
-	save := (r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval)
-	var err error
+// checkpoint cadence says so, under one lock for the stats. It reports
+// whether c moved the stream (it differs from the cursor before it), and
+// returns the Store's error, if any. A cursor equal to the committed one
+// writes nothing.
+func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind) (moved bool, err error) {
+	moved = !r.same(c, r.cur())
+	if moved {
+		r.st.unsaved++
+	}
+	save := moved && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
 	if save {
 		err = r.store.Save(ctx, c)
 	}
 	r.mu.Lock()
 	r.stats.Cursor = c
-	if progress {
+	if kind == progress {
 		r.stats.Progress++
 	} else {
 		r.stats.Events++
@@ -445,12 +640,24 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, progress bool) error {
 	}
 	r.mu.Unlock()
 	if r.hooks.OnCommit != nil {
-		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: progress})
+		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: kind == progress})
 	}
 	if save {
-		return r.saved(c, err, false)
+		return moved, r.saved(c, err, false)
 	}
-	return nil
+	return moved, nil
+}
+
+// same reports whether a and b are known to be equal: by the cursor order
+// when there is one, by == when C is comparable, never otherwise.
+func (r *Resumer[T, C]) same(a, b C) bool {
+	switch {
+	case r.order != nil:
+		return r.order(a, b) == 0
+	case r.equal != nil:
+		return r.equal(a, b)
+	}
+	return false
 }
 
 // checkpoint saves the committed cursor if the Store lags behind it.
@@ -458,7 +665,7 @@ func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
 	if r.st.unsaved == 0 {
 		return nil
 	}
-	c := r.st.cur
+	c := r.cur()
 	err := r.store.Save(ctx, c)
 	r.mu.Lock()
 	r.countSave(err)
@@ -481,7 +688,7 @@ func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
 		r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final})
 	}
 	if err != nil {
-		return fmt.Errorf("stream: saving cursor %v to the Store: %w", c, err)
+		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(c), err)
 	}
 	r.st.unsaved = 0
 	if r.interval > 0 {
@@ -491,22 +698,23 @@ func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
 }
 
 // finalSave saves a lagging Store when the loop ends, on a context that
-// outlives ctx's cancellation but not the final-save timeout.
-func (r *Resumer[T, C]) finalSave(ctx context.Context, runErr error) error {
-	if r.st.unsaved == 0 {
-		return runErr
+// outlives ctx's cancellation but not the final-save timeout. A loop that
+// ended because saving failed is not saved again: its error already says so.
+func (r *Resumer[T, C]) finalSave(ctx context.Context, o outcome) error {
+	if r.st.unsaved == 0 || o.end == saveFailed {
+		return o.err
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTO)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTimeout)
 	defer cancel()
 	err := r.checkpoint(sctx, true)
 	if err == nil {
-		return runErr
+		return o.err
 	}
 	r.mu.Lock()
 	r.stats.FinalSaveError = err
 	r.mu.Unlock()
 	r.warn("final save failed", err)
-	return errors.Join(runErr, err)
+	return errors.Join(o.err, err)
 }
 
 // classify asks the user's classifier, falling back to the default.
@@ -539,14 +747,23 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// text formats a cursor for a message: quoted when it is a string, so that
+// an empty one shows.
+func text(c any) string {
+	if s, ok := c.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(c)
+}
+
 func (r *Resumer[T, C]) debug(msg string, err error) {
 	if ce := r.log.Check(zapcore.DebugLevel, msg); ce != nil {
-		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.st.cur), zap.Error(err))
+		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.cur()), zap.Error(err))
 	}
 }
 
 func (r *Resumer[T, C]) warn(msg string, err error) {
 	if ce := r.log.Check(zapcore.WarnLevel, msg); ce != nil {
-		ce.Write(zap.Any("cursor", r.st.cur), zap.Error(err))
+		ce.Write(zap.Any("cursor", r.cur()), zap.Error(err))
 	}
 }

@@ -47,7 +47,7 @@ type config struct {
 
 	concurrency int            // handlers at once; 0: one
 	window      int            // events read but not committed; 0: the default
-	orderKey    typed          // func() keyTable[T]
+	orderKey    typed          // func(window int) keyTable[T]
 	tries       int            // handler tries per event; 0: one
 	retryPolicy backoff.Policy // waits between handler tries
 	park        typed          // func(ctx, T, error) error

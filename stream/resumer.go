@@ -28,53 +28,63 @@ const defaultFinalSaveTimeout = 5 * time.Second
 // other methods are safe for concurrent use. Make one with [New].
 type Resumer[T, C any] struct {
 	// Set by New, read-only after.
-	src        Source[T, C]
-	extract    cursor.Extractor[T, C]
-	store      cursor.Store[C]
-	classifier errclass.Classifier
-	policy     backoff.Policy
-	limiter    Limiter
-	log        *zap.Logger
-	hooks      Hooks[C]
-	order      func(a, b C) int
-	resync     ResyncFunc[T, C]
-	minRestart time.Duration
-	maxServer  time.Duration
-	poll       time.Duration
-	everyN     int
-	interval   time.Duration
-	saveTO     time.Duration
-	noWatch    bool // the Source's Recv respects ctx: no context watcher needed
+	src         Source[T, C]
+	extract     cursor.Extractor[T, C]
+	store       cursor.Store[C]
+	classifier  errclass.Classifier
+	policy      backoff.Policy
+	limiter     Limiter
+	log         *zap.Logger
+	hooks       Hooks[C]
+	order       func(a, b C) int
+	equal       func(a, b C) bool // nil: C has no reliable ==
+	resync      ResyncFunc[T, C]
+	minRestart  time.Duration
+	maxServer   time.Duration
+	poll        time.Duration
+	everyN      int           // save every n commits; 0: not by count
+	interval    time.Duration // save at the first commit this long after the last save; 0: not by time
+	saveTimeout time.Duration // of the final save
+	noWatch     bool          // the Source's Recv respects ctx: no context watcher needed
+	handlers    int           // WithConcurrency
+	window      int
+	keys        func(window int) keyTable[T] // nil: no order key
+	tries       int
+	retryPolicy backoff.Policy
+	park        func(ctx context.Context, event T, err error) error
+	skipRepeats bool
 
 	running atomic.Bool
-	st      loopState[C] // owned by the running loop
-	guard   connGuard[T] // shared with the context watcher and the idle watchdog
+	pool    atomic.Pointer[pool[T, C]] // st.pool, for Stats
+	st      loopState[T, C]            // owned by the running loop
+	guard   connGuard[T]               // shared with the context watcher and the idle watchdog
 
-	mu    sync.Mutex // guards stats
+	mu    sync.Mutex // guards stats; the loop alone writes stats.Cursor
 	stats Stats[C]
 }
 
 // loopState is what the loop carries from one connection to the next. Only
-// the goroutine running the loop touches it.
-type loopState[C any] struct {
-	loaded   bool             // the Store was loaded into cur
-	cur      C                // the committed cursor
-	unsaved  int              // commits since the last successful save: the Store lags when > 0
-	lastSave time.Time        // read only with a checkpoint interval
-	attempt  int              // consecutive failures
-	lastOpen time.Time        // when the last Open started
-	failures backoff.Sequence // made at the first failure: an idle stream keeps none
-	guard    backoff.Sequence // steps after empty clean ends, never the failure budget; made at the first
-	lastStep time.Duration    // the guard's largest step
+// the goroutine running the loop touches it. The committed cursor lives in
+// stats.Cursor.
+type loopState[T, C any] struct {
+	loaded    bool             // the Store was loaded
+	unsaved   int              // commits since the last successful save: the Store lags when > 0
+	lastSave  time.Time        // read only with a checkpoint interval
+	attempt   int              // consecutive failures
+	lastTry   time.Time        // when the last try (limiter wait and Open) started
+	failures  backoff.Sequence // made at the first failure: an idle stream keeps none
+	emptyEnds backoff.Sequence // steps after clean ends that did not move the stream; made at the first
+	lastStep  time.Duration    // the empty-end sequence's largest step
+	pool      *pool[T, C]      // the handler goroutines under WithConcurrency, while Run runs
 }
 
 // resetSequences starts both backoff sequences over, if they exist.
-func (st *loopState[C]) resetSequences() {
+func (st *loopState[T, C]) resetSequences() {
 	if st.failures != nil {
 		st.failures.Reset()
 	}
-	if st.guard != nil {
-		st.guard.Reset()
+	if st.emptyEnds != nil {
+		st.emptyEnds.Reset()
 	}
 }
 
@@ -122,7 +132,7 @@ type Stats[C any] struct {
 // option, or a typed option (WithHooks, WithCursorOrder, WithResync) whose
 // types are not T and C.
 func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start cursor.Store[C], opts ...Option) (*Resumer[T, C], error) {
-	cfg := config{everyN: -1, maxServer: defaultMaxServerDelay, saveTO: defaultFinalSaveTimeout}
+	cfg := config{everyN: -1, maxServer: defaultMaxServerDelay, saveTO: defaultFinalSaveTimeout, concurrency: 1}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -138,19 +148,25 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		cfg.fail("New: nil Store")
 	}
 	r := &Resumer[T, C]{
-		src:        src,
-		extract:    extract,
-		store:      start,
-		classifier: cfg.classifier,
-		policy:     cfg.policy,
-		limiter:    cfg.limiter,
-		log:        cfg.logger,
-		minRestart: cfg.minRestart,
-		maxServer:  cfg.maxServer,
-		poll:       cfg.poll,
-		everyN:     cfg.everyN,
-		interval:   cfg.interval,
-		saveTO:     cfg.saveTO,
+		src:         src,
+		extract:     extract,
+		store:       start,
+		classifier:  cfg.classifier,
+		policy:      cfg.policy,
+		limiter:     cfg.limiter,
+		log:         cfg.logger,
+		minRestart:  cfg.minRestart,
+		maxServer:   cfg.maxServer,
+		poll:        cfg.poll,
+		everyN:      cfg.everyN,
+		interval:    cfg.interval,
+		saveTimeout: cfg.saveTO,
+		handlers:    cfg.concurrency,
+		window:      cfg.window,
+		tries:       max(cfg.tries, 1),
+		retryPolicy: cfg.retryPolicy,
+		skipRepeats: cfg.skipRepeats,
+		equal:       equalFunc[C](),
 	}
 	if r.log == nil {
 		r.log = zap.NewNop()
@@ -173,8 +189,19 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		}
 	}
 	if cfg.idle > 0 {
-		r.guard.wd = &watchdog{idle: cfg.idle, count: r.committed}
+		r.guard.wd = &watchdog{idle: cfg.idle}
 	}
+	if r.window == 0 {
+		r.window = max(minDefaultWindow, defaultWindowPerHandler*r.handlers)
+	}
+	if r.handlers > 1 && r.window < r.handlers {
+		cfg.fail("WithWindow(%d): smaller than WithConcurrency(%d)", r.window, r.handlers)
+	}
+	if r.skipRepeats && cfg.order.v == nil {
+		cfg.fail("WithSkipRepeats: no WithCursorOrder to tell a repeat")
+	}
+	r.keys = typedEvent[func(int) keyTable[T]](&cfg, "WithOrderKey", cfg.orderKey)
+	r.park = typedEvent[func(context.Context, T, error) error](&cfg, "WithDeadLetter", cfg.park)
 	r.hooks = joinHooks(typedAll[Hooks[C]](&cfg, "WithHooks", cfg.hooks, reflect.TypeFor[C]()))
 	r.order = typedOne[func(a, b C) int](&cfg, "WithCursorOrder", cfg.order, reflect.TypeFor[C]())
 	if cfg.resync.v != nil {
@@ -202,6 +229,42 @@ func typedOne[V any](cfg *config, name string, o typed, c reflect.Type) V {
 	return v
 }
 
+// typedEvent returns an option's value made for event type T, or records
+// an error naming the event types when it was made for another.
+func typedEvent[V any](cfg *config, name string, o typed) V {
+	v, ok := o.v.(V)
+	if o.v != nil && !ok {
+		cfg.fail("%s: an option for events of type %v given to a Resumer of another event type", name, o.t)
+	}
+	return v
+}
+
+// equalFunc returns == for C when it is comparable and holds no interface
+// (whose == may panic), and nil otherwise.
+func equalFunc[C any]() func(a, b C) bool {
+	if !plainComparable(reflect.TypeFor[C]()) {
+		return nil
+	}
+	return func(a, b C) bool { return any(a) == any(b) }
+}
+
+// plainComparable reports whether == on t is defined and cannot panic.
+func plainComparable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface, reflect.Func, reflect.Map, reflect.Slice:
+		return false
+	case reflect.Array:
+		return plainComparable(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plainComparable(t.Field(i).Type) {
+				return false
+			}
+		}
+	}
+	return t.Comparable()
+}
+
 // typedAll is typedOne for a repeatable option.
 func typedAll[V any](cfg *config, name string, os []typed, c reflect.Type) []V {
 	vs := make([]V, 0, len(os))
@@ -226,14 +289,11 @@ func (r *Resumer[T, C]) Cursor() C {
 func (r *Resumer[T, C]) Stats() Stats[C] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.stats
-}
-
-// committed returns the number of cursors committed so far.
-func (r *Resumer[T, C]) committed() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats.Events + r.stats.Progress
+	s := r.stats
+	if p := r.pool.Load(); p != nil {
+		s.InFlight = int(p.published.Load())
+	}
+	return s
 }
 
 // Run reads the stream and calls handle for each event, in order, on the
@@ -281,6 +341,8 @@ var errBreak = errors.New("stream: loop body stopped")
 // loop. It yields (event, nil) per event, and on a terminal error (see
 // [Resumer.Run]) yields (zero, err) once and stops; [ErrEndOfStream] just ends
 // the loop. An event is committed when the loop body asks for the next one.
+// A loop body is sequential by nature: with [WithConcurrency] (n > 1) All
+// yields an error matching [ErrInvalidOption] and nothing else.
 //
 // Breaking out of the loop closes the Conn and leaves the event it broke on
 // uncommitted, to be delivered again by the next Run or All (to commit it
@@ -289,6 +351,11 @@ var errBreak = errors.New("stream: loop body stopped")
 // [Stats].FinalSaveError to learn whether that save failed.
 func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
+		var zero T
+		if r.handlers > 1 {
+			yield(zero, fmt.Errorf("%w: All with WithConcurrency(%d): a loop body takes one event at a time; use Run", ErrInvalidOption, r.handlers))
+			return
+		}
 		broke := false
 		err := r.run(ctx, func(_ context.Context, ev T) error {
 			if !yield(ev, nil) {
@@ -300,14 +367,13 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 		if broke || err == nil {
 			return
 		}
-		var zero T
 		yield(zero, err)
 	}
 }
 
-// run is Run and All: one loop at a time, and the OnStop hook once it
-// returned.
-func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T) error) error {
+// run is Run and All: one loop at a time, the final save, and the OnStop
+// hook once it returned.
+func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T]) (err error) {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidOption)
 	}
@@ -315,42 +381,24 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle func(context.Context, T)
 		return ErrAlreadyRunning
 	}
 	defer r.running.Store(false)
-	if err := ctx.Err(); err != nil {
-		return err
+	if hc, ok := r.store.(interface{ CommitsInHandler() bool }); ok && r.handlers > 1 && hc.CommitsInHandler() {
+		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
 	}
-	err := r.loop(ctx, handle)
+	r.begin()
+	o := outcome{end: finalEnd, err: ctx.Err()}
+	returned := false
+	defer func() {
+		if !returned { // a panic: save what was committed on its way up
+			_ = r.finalSave(ctx, outcome{end: finalEnd})
+		}
+	}()
+	if o.err == nil {
+		o = r.guarded(ctx, handle)
+	}
+	returned = true
+	err = r.finalSave(ctx, o)
 	if r.hooks.OnStop != nil {
-		r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.st.cur})
+		r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.cur()})
 	}
 	return err
-}
-
-// loop is the one loop: load, open and drain a connection; then decide —
-// return, resync, or wait and open again.
-func (r *Resumer[T, C]) loop(ctx context.Context, handle func(context.Context, T) error) (err error) {
-	r.begin()
-	defer func() { err = r.finalSave(ctx, err) }()
-	defer r.guard.wait()
-	if !r.noWatch {
-		defer r.guard.watch(ctx)()
-	}
-	for {
-		o := r.connect(ctx, handle)
-		if o.final {
-			return o.err
-		}
-		v := r.decide(o)
-		if v.resync {
-			if o = r.resyncAfter(ctx, handle, v.err); o.final {
-				return o.err
-			}
-			v = r.decide(o)
-		}
-		if v.stop {
-			return v.err
-		}
-		if err := sleep(ctx, v.delay); err != nil {
-			return err
-		}
-	}
 }
