@@ -74,7 +74,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runMemory(ctx, memConfig{duration: *memory, n: 16, keys: 20, window: cfg.window}, out)
 	}
 
-	fmt.Fprintf(out, "%d events, handler sleeping uniformly 0–%v (seed %d); serial is n = 1\n", cfg.events, cfg.maxSleep, cfg.seed)
+	var slept time.Duration
+	for _, it := range makeLog(cfg) {
+		slept += it.Sleep
+	}
+	fmt.Fprintf(out, "%d events, handler sleeping uniformly 0–%v (seed %d), %v of sleeps in all; serial is n = 1\n",
+		cfg.events, cfg.maxSleep, cfg.seed, slept.Round(time.Millisecond))
 	rows, err := measure(ctx, cfg, func(r row) { fmt.Fprintf(out, "  %s\n", r.label()) })
 	if err != nil {
 		return err
