@@ -73,8 +73,8 @@ func newPool(t testing.TB, dsn string) (*pgxpool.Pool, *counter) {
 	return pool, c
 }
 
-// exec runs statements on pool.
-func exec(t testing.TB, pool *pgxpool.Pool, sql ...string) {
+// execSQL runs statements on pool.
+func execSQL(t testing.TB, pool *pgxpool.Pool, sql ...string) {
 	t.Helper()
 	for _, q := range sql {
 		if _, err := pool.Exec(ctxFor(t), q); err != nil {

@@ -116,7 +116,7 @@ func TestStoreRowDeleted(t *testing.T) {
 	s := newStore(t, pool, "s")
 	load(t, s)
 	save(t, s, 1)
-	exec(t, pool, "DELETE FROM resumable_cursors")
+	execSQL(t, pool, "DELETE FROM resumable_cursors")
 	if err := s.Save(ctxFor(t), 2); !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Errorf("Save() after the row was deleted = %v, want ErrCursorChanged", err)
 	}
@@ -140,7 +140,7 @@ func TestStoreSameCursorNoRoundTrip(t *testing.T) {
 
 func TestStoreWithTable(t *testing.T) {
 	pool, _ := newPool(t, newDB(t))
-	exec(t, pool, `CREATE SCHEMA "Ops"`)
+	execSQL(t, pool, `CREATE SCHEMA "Ops"`)
 	s := newStore(t, pool, "s", postgres.WithTable("Ops.Cursors"))
 	load(t, s)
 	save(t, s, 9)
@@ -185,7 +185,7 @@ func TestStoreNoPrivilege(t *testing.T) {
 	dsn := newDB(t)
 	admin, _ := newPool(t, dsn)
 	// PostgreSQL 15 grants no CREATE on schema public to ordinary roles.
-	exec(t, admin, "DROP ROLE IF EXISTS reader", "CREATE ROLE reader LOGIN")
+	execSQL(t, admin, "DROP ROLE IF EXISTS reader", "CREATE ROLE reader LOGIN")
 	t.Cleanup(func() {
 		if _, err := admin.Exec(context.Background(), "DROP ROLE reader"); err != nil {
 			t.Errorf("DROP ROLE reader: %v", err)
@@ -208,7 +208,7 @@ func TestStoreNoPrivilege(t *testing.T) {
 func TestStoreCorruptRow(t *testing.T) {
 	pool, _ := newPool(t, newDB(t))
 	save(t, newStore(t, pool, "s"), 1)
-	exec(t, pool, `UPDATE resumable_cursors SET cursor = 'not a number'`)
+	execSQL(t, pool, `UPDATE resumable_cursors SET cursor = 'not a number'`)
 	_, err := newStore(t, pool, "s").Load(ctxFor(t))
 	if err == nil {
 		t.Fatalf("Load() of a garbled row = nil, want an error")

@@ -31,7 +31,7 @@ func insertEffect(ctx context.Context, tx pgx.Tx, ev event) error {
 // of a Store of another stream), so that counted statements start after.
 func setupEffects(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	exec(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
+	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
 	load(t, newStore(t, pool, "setup"))
 }
 
@@ -101,7 +101,7 @@ func TestTransactionalRollback(t *testing.T) {
 func TestTransactionalConstraintViolation(t *testing.T) {
 	pool, _ := newPool(t, newDB(t))
 	setupEffects(t, pool)
-	exec(t, pool, "CREATE TABLE once (k int PRIMARY KEY)", "INSERT INTO once VALUES (1)")
+	execSQL(t, pool, "CREATE TABLE once (k int PRIMARY KEY)", "INSERT INTO once VALUES (1)")
 	s := newStore(t, pool, "s")
 	var calls atomic.Int32
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
@@ -241,7 +241,7 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	setupEffects(t, pool)
-	exec(t, pool, "CREATE TABLE items (v int NOT NULL)")
+	execSQL(t, pool, "CREATE TABLE items (v int NOT NULL)")
 	for len(tracer.seen) > 0 {
 		<-tracer.seen // the setup's missing table
 	}
