@@ -192,12 +192,6 @@ func (f *File[T, C]) Park(ctx context.Context, event T, err error) error {
 	if rec.Cursor, eerr = encode(c); eerr != nil {
 		return fmt.Errorf("deadletter: park to %s: encoding the cursor: %w", f.path, eerr)
 	}
-	rec.Time = time.Now().UTC()
-	data, eerr := json.Marshal(rec)
-	if eerr != nil { // cannot happen: every part was encoded above
-		return fmt.Errorf("deadletter: park to %s: encoding the record: %w", f.path, eerr)
-	}
-	data = append(data, '\n')
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -207,6 +201,12 @@ func (f *File[T, C]) Park(ctx context.Context, event T, err error) error {
 	case f.err != nil:
 		return fmt.Errorf("deadletter: park to %s: an earlier write failed: %w", f.path, f.err)
 	}
+	rec.Time = time.Now().UTC() // under the lock: times grow down the file
+	data, eerr := json.Marshal(rec)
+	if eerr != nil { // cannot happen: every part was encoded above
+		return fmt.Errorf("deadletter: park to %s: encoding the record: %w", f.path, eerr)
+	}
+	data = append(data, '\n')
 	if _, werr := f.f.Write(data); werr != nil {
 		f.err = werr
 		return fmt.Errorf("deadletter: park to %s: %w", f.path, werr)
