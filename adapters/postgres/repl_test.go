@@ -1,0 +1,417 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// replSlots numbers the tests' slots: a slot's name is the cluster's.
+var replSlots atomic.Int64
+
+// replSetup makes the table items (published by pub) and other (not
+// published), and a slot of its own, in the database dsn. It returns the
+// slot's name.
+func replSetup(t testing.TB, dsn string) string {
+	t.Helper()
+	slot := fmt.Sprintf("repl_%d", replSlots.Add(1))
+	replExec(t, dsn,
+		"CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)",
+		"CREATE TABLE other (id serial PRIMARY KEY, note text)",
+		"CREATE PUBLICATION pub FOR TABLE items",
+		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')",
+	)
+	return slot
+}
+
+// replExec runs each statement on dsn, in order, on one connection.
+func replExec(t testing.TB, dsn string, sql ...string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range sql {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// confirmedFlush returns the slot's confirmed_flush_lsn.
+func confirmedFlush(t testing.TB, dsn, slot string) pglogrepl.LSN {
+	t.Helper()
+	ctx := ctxFor(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	defer conn.Close(context.Background())
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&s); err != nil {
+		t.Fatalf("confirmed_flush_lsn of %s: %v", slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// replUntil polls cond until it holds, failing t after the deadline.
+func replUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	ctx := ctxFor(t)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// replRun runs a Resumer over slot and publication pub of dsn with its
+// cursor in store until n events were handled (then it stops, committing
+// the last), and returns them.
+func replRun(t testing.TB, dsn, slot string, store cursor.Store[postgres.Cursor], n int, opts ...postgres.SourceOption) ([]postgres.Event, error) {
+	t.Helper()
+	src, err := postgres.NewSource(dsn, slot, "pub", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []postgres.Event
+	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+		got = append(got, ev)
+		if len(got) == n {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	return got, err
+}
+
+// line describes an event as the example prints it.
+func line(ev postgres.Event) string {
+	row := ev.New
+	if ev.Op == postgres.Delete {
+		row = ev.Old
+	}
+	id, _ := row.Get("id")
+	return fmt.Sprintf("%s %v %s %v %d", ev.Relation, ev.Op, id, ev.LSN, ev.Index)
+}
+
+func TestReplResumeInsideTransaction(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn,
+		"INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g",
+		"BEGIN; UPDATE items SET v = 1 WHERE id = 4; DELETE FROM items WHERE id = 5; COMMIT",
+	)
+	store := cursor.NewMemory(postgres.Cursor{})
+	first, err := replRun(t, dsn, slot, store, 3)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	saved, _ := store.Load(context.Background())
+	if saved != first[2].Cursor || saved.Index != 2 || saved.Slot != slot || saved.System == "" || saved.Timeline != 1 {
+		t.Fatalf("saved cursor %+v, want the third change's %+v, with the server's identity", saved, first[2].Cursor)
+	}
+	rest, err := replRun(t, dsn, slot, store, 9)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	var got []string
+	for _, ev := range append(first, rest...) {
+		got = append(got, line(ev))
+	}
+	tx1, tx2 := first[0].LSN, rest[7].LSN
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("public.items INSERT %d %v %d", i+1, tx1, i))
+	}
+	want = append(want, fmt.Sprintf("public.items UPDATE 4 %v 0", tx2), fmt.Sprintf("public.items DELETE 5 %v 1", tx2))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("handled:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tx2 <= tx1 {
+		t.Fatalf("commit LSNs %v then %v: not increasing", tx1, tx2)
+	}
+	if v, _ := rest[7].New.Get("v"); string(v) != "1" {
+		t.Fatalf("update's new v = %q, want 1", v)
+	}
+}
+
+// TestReplFeedbackFollowsTheStore checks that the slot's confirmed position
+// follows what the Store holds, never what was handled: a stream that
+// handled everything but saved only its first cursor confirms that one.
+func TestReplFeedbackFollowsTheStore(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	for i := range 20 {
+		replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(%d, %d) g", i*10+1, i*10+10))
+	}
+	store := cursor.NewMemory(postgres.Cursor{})
+	first, err := replRun(t, dsn, slot, store, 5)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	saved := first[4].Cursor
+
+	// Handle the other 195 changes without saving (the checkpoint cadence
+	// is larger), and wait until the server has our status with the
+	// received position beyond them: the flush position must still be the
+	// saved cursor's.
+	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.NewResumer(src, store, stream.WithCheckpointEvery(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	handled := make(chan postgres.Event, 200)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, func(_ context.Context, ev postgres.Event) error {
+			handled <- ev
+			return nil
+		})
+	}()
+	var last postgres.Event
+	for range 195 {
+		select {
+		case last = <-handled:
+		case err := <-done:
+			t.Fatalf("Run() = %v before handling 195 changes", err)
+		}
+	}
+	replUntil(t, "the server to receive a status beyond the last change", func() bool {
+		return writeLSN(t, dsn, slot) >= last.LSN
+	})
+	if c := confirmedFlush(t, dsn, slot); c > saved.LSN {
+		t.Fatalf("confirmed_flush_lsn %v is beyond the saved cursor %v (handled up to %v)", c, saved, last.Cursor)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
+	}
+	final, _ := store.Load(context.Background())
+	if postgres.Compare(final, last.Cursor) < 0 { // a progress position may follow
+		t.Fatalf("store holds %v after Run, want at least %v", final, last.Cursor)
+	}
+	// The next Open confirms the final cursor.
+	ctx, cancel = context.WithCancel(ctxFor(t))
+	defer cancel()
+	r, err = postgres.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		done <- r.Run(ctx, func(context.Context, postgres.Event) error {
+			return errors.New("no change expected")
+		})
+	}()
+	replUntil(t, "confirmed_flush_lsn to reach the saved cursor", func() bool {
+		return confirmedFlush(t, dsn, slot) == final.LSN
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
+	}
+}
+
+// writeLSN returns the write position the slot's consumer last reported
+// (pg_stat_replication.write_lsn), or 0.
+func writeLSN(t testing.TB, dsn, slot string) pglogrepl.LSN {
+	t.Helper()
+	ctx := ctxFor(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	defer conn.Close(context.Background())
+	var s *string
+	err = conn.QueryRow(ctx, `SELECT r.write_lsn::text FROM pg_stat_replication r
+		JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, slot).Scan(&s)
+	if errors.Is(err, pgx.ErrNoRows) || s == nil {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(*s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// TestReplProgressOnQuietPublication checks that WAL written for tables the
+// publication does not publish moves the saved cursor, and so the slot,
+// forward through progress-only events.
+func TestReplProgressOnQuietPublication(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (1)")
+	store := cursor.NewMemory(postgres.Cursor{})
+	first, err := replRun(t, dsn, slot, store, 1)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, func(context.Context, postgres.Event) error {
+			return errors.New("no change expected")
+		})
+	}()
+	replUntil(t, "a progress-only event and the slot to pass the last change", func() bool {
+		replExec(t, dsn, "INSERT INTO other (note) VALUES ('quiet')")
+		c := confirmedFlush(t, dsn, slot) // before the Store: the Store only moves on
+		saved, _ := store.Load(context.Background())
+		if c > saved.LSN {
+			t.Fatalf("confirmed_flush_lsn %v is beyond the saved cursor %v", c, saved)
+		}
+		return r.Stats().Progress > 0 && c > first[0].LSN
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
+	}
+	saved, _ := store.Load(context.Background())
+	if saved.Index != -1 || saved.LSN <= first[0].LSN {
+		t.Fatalf("saved cursor %v, want a progress position after %v", saved, first[0].Cursor)
+	}
+	// A change committed after the progress position is still delivered.
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (2)")
+	next, err := replRun(t, dsn, slot, store, 1)
+	if err != nil || len(next) != 1 || line(next[0]) != fmt.Sprintf("public.items INSERT 2 %v 0", next[0].LSN) {
+		t.Fatalf("after progress: Run() = %v, handled %d events", err, len(next))
+	}
+}
+
+// replChanged runs a stream on store after the source changed, and checks
+// that Run stops at once with ErrSourceChanged naming what changed,
+// handling nothing.
+func replChanged(t *testing.T, dsn, slot string, store cursor.Store[postgres.Cursor], want string) {
+	t.Helper()
+	got, err := replRun(t, dsn, slot, store, 1)
+	if len(got) != 0 {
+		t.Fatalf("handled %d changes after the source changed, want 0", len(got))
+	}
+	if !errors.Is(err, stream.ErrSourceChanged) || !errors.Is(err, errclass.ErrExpired) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run() = %v, want ErrSourceChanged saying %q", err, want)
+	}
+	t.Logf("Run() = %v", err)
+}
+
+func TestReplSlotRecreated(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
+	store := cursor.NewMemory(postgres.Cursor{})
+	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
+		t.Fatal(err)
+	}
+	dropSlot(t, dsn, slot)
+	replExec(t, dsn,
+		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')",
+		"INSERT INTO items (id) SELECT g FROM generate_series(11, 20) g")
+	replChanged(t, dsn, slot, store, `slot "`+slot+`": confirmed_flush_lsn was at most`)
+}
+
+func TestReplSlotDropped(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
+	store := cursor.NewMemory(postgres.Cursor{})
+	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
+		t.Fatal(err)
+	}
+	dropSlot(t, dsn, slot)
+	replChanged(t, dsn, slot, store, `slot "`+slot+`": was there at cursor`)
+	// A stream with no cursor creates the slot, and starts from it.
+	fresh := cursor.NewMemory(postgres.Cursor{})
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (100)")
+	src, err := postgres.NewSource(dsn, slot, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.NewResumer(src, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	done := make(chan error, 1)
+	var got []string
+	go func() {
+		done <- r.Run(ctx, func(_ context.Context, ev postgres.Event) error {
+			got = append(got, line(ev))
+			return stream.ErrStop
+		})
+	}()
+	replUntil(t, "the slot to be created", func() bool {
+		var n int
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND NOT temporary", slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (101)")
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "public.items INSERT 101 ") {
+		t.Fatalf("handled %q, want the insert of 101 (the one before the slot existed is not in it)", got)
+	}
+}
+
+// dropSlot drops slot once the stream that used it has let it go.
+func dropSlot(t *testing.T, dsn, slot string) {
+	t.Helper()
+	replUntil(t, "the slot to be dropped", func() bool {
+		conn, err := pgx.Connect(ctxFor(t), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctxFor(t), "SELECT pg_drop_replication_slot($1)", slot)
+		return err == nil // "is active" until the walsender has exited
+	})
+}
