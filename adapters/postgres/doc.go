@@ -1,3 +1,32 @@
-// Package postgres keeps a stream's cursor in PostgreSQL and reads
-// PostgreSQL's logical replication as a stream.Source.
+// Package postgres keeps a stream's cursor in PostgreSQL, in the same
+// transaction as the handler's writes, and reads PostgreSQL's logical
+// replication as a stream.Source.
+//
+// A [Store] keeps one stream's cursor in one row of a table
+// ([DefaultTable], or [WithTable]). [Transactional] turns a function of a
+// pgx.Tx into a handler for stream.Resumer.Run that writes the event's
+// cursor to that row in the transaction of the event's effects: either both
+// commit or neither does, so after any crash the stream resumes just after
+// the last event whose effects exist. Effects happen exactly once.
+//
+// Rules of use:
+//   - Give the Resumer the same Store, and Transactional the same
+//     Extractor, as the Resumer: the Resumer's own Save then finds the
+//     cursor stored and makes no round trip.
+//   - fn writes through the transaction it is given, and only there: an
+//     effect outside the database (an HTTP call, a message) is still
+//     at-least-once.
+//   - One process per stream name. A second one is refused, not merged:
+//     every write is a compare-and-set on the row's version, so the process
+//     that commits second rolls back and its Run stops with an error
+//     matching [ErrCursorChanged]. Coordinate owners (adapters/etcd, a
+//     deploy that stops the old process first) to avoid the stop.
+//   - Handlers run one at a time: a Store used by Transactional reports
+//     [Store.CommitsInHandler], and a stream refuses to run such a handler
+//     concurrently (stream.WithConcurrency above 1).
+//   - Serialization failures, deadlocks and lost connections are retried by
+//     Transactional itself ([WithTxRetry]); every other error of fn ends
+//     Run like any handler error.
+//
+// See docs/postgres.md in the repository for how it works and its limits.
 package postgres
