@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // Store is a [cursor.Store] that keeps one stream's cursor in one etcd key,
@@ -29,6 +31,15 @@ import (
 // any other way (etcd unreachable, no leader) is retried by a stream, and
 // also leaves the key as it was or writes it whole: a transaction is all or
 // nothing.
+//
+// The Store remembers the cluster ID and the highest revision that etcd's
+// replies reported to it. A Load or Save whose reply shows another cluster
+// ID, or a lower revision (the data was wiped, or restored from an older
+// snapshot), fails with an error matching [stream.ErrSourceChanged], marked
+// [errclass.Permanent]: what the Store read or wrote belongs to another
+// history, so neither its compare-and-set nor its fence means anything
+// there. A Save may already have written its cursor when its reply shows
+// it. A new Store learns the cluster afresh.
 type Store[C any] struct {
 	kv      clientv3.KV
 	key     string
@@ -40,8 +51,15 @@ type Store[C any] struct {
 	mu      sync.Mutex // serialises Saves, so the compare-and-set sees its own writes
 	modRev  int64      // the key's mod revision as last read or written; 0: absent
 	known   bool       // modRev was read or written
-	pending []byte     // what a Save that failed tried to write: etcd may have applied it
+	pending [][]byte   // what Saves that failed since tried to write: etcd may have applied one
+	cluster uint64     // the ID of the cluster the replies came from; 0 until the first
+	seen    int64      // the highest revision a reply reported
 }
+
+// maxPending bounds the failed writes a Store remembers (the most recent
+// ones): a run of more failed Saves, the oldest of them applied, looks like
+// another writer's.
+const maxPending = 32
 
 var _ cursor.Store[int] = (*Store[int])(nil)
 
@@ -131,6 +149,11 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 	if err != nil {
 		return zero, fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.observe(resp.Header); err != nil {
+		return zero, err
+	}
 	c := s.initial
 	var modRev int64
 	if len(resp.Kvs) > 0 {
@@ -140,9 +163,7 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 		}
 		modRev = kv.ModRevision
 	}
-	s.mu.Lock()
 	s.modRev, s.known = modRev, true
-	s.mu.Unlock()
 	return c, nil
 }
 
@@ -151,8 +172,9 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 //
 // A Save that failed (its context ended, the connection dropped) may still
 // have been applied by etcd. The next Save that finds the key changed
-// therefore looks at what it holds: if it is what the failed Save tried to
-// write, that write was this Store's own, and the Save goes on from it.
+// therefore looks at what it holds: if it is what one of the Saves that
+// failed since tried to write (the last 32 of them), that write was this
+// Store's own, and the Save goes on from it.
 func (s *Store[C]) Save(ctx context.Context, c C) error {
 	data, err := s.codec.Encode(c)
 	if err != nil {
@@ -164,11 +186,54 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 	defer cancel()
 	for {
 		now, err := s.save(ctx, data)
-		if err == nil || now == nil || s.pending == nil || !bytes.Equal(now.Value, s.pending) {
+		if err == nil || now == nil || !s.wrote(now.Value) {
 			return err
 		}
-		s.modRev, s.pending = now.ModRevision, nil // the lost write was ours
+		s.modRev, s.pending = now.ModRevision, s.pending[:0] // the lost write was ours
 	}
+}
+
+// wrote reports whether data is what a Save that failed tried to write.
+func (s *Store[C]) wrote(data []byte) bool {
+	for _, p := range s.pending {
+		if bytes.Equal(p, data) {
+			return true
+		}
+	}
+	return false
+}
+
+// remember records data as a write etcd may have applied.
+func (s *Store[C]) remember(data []byte) {
+	if s.wrote(data) {
+		return
+	}
+	if len(s.pending) == maxPending {
+		s.pending = append(s.pending[:0], s.pending[1:]...)
+	}
+	s.pending = append(s.pending, data)
+}
+
+// observe checks a reply's header against the replies before it: in one
+// history a linearizable read or a write never reports a lower revision,
+// and the cluster ID never changes. It learns the cluster on the first.
+func (s *Store[C]) observe(h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	switch {
+	case s.cluster != 0 && h.ClusterId != 0 && h.ClusterId != s.cluster:
+		return errclass.Permanent(fmt.Errorf("etcd: cursor key %q: the cluster ID was %x, now %x: %w",
+			s.key, s.cluster, h.ClusterId, stream.ErrSourceChanged))
+	case h.Revision < s.seen:
+		return errclass.Permanent(fmt.Errorf("etcd: cursor key %q: the revision went back from %d to %d: %w",
+			s.key, s.seen, h.Revision, stream.ErrSourceChanged))
+	}
+	if s.cluster == 0 {
+		s.cluster = h.ClusterId
+	}
+	s.seen = max(s.seen, h.Revision)
+	return nil
 }
 
 // save tries one compare-and-set of data. When the key changed since this
@@ -185,8 +250,11 @@ func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, err
 	}
 	resp, err := s.kv.Txn(ctx).If(s.fence...).Then(put).Commit()
 	if err != nil {
-		s.pending = data // applied or not: the next Save finds out
+		s.remember(data) // applied or not: a later Save finds out
 		return nil, fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
+	}
+	if err := s.observe(resp.Header); err != nil {
+		return nil, err
 	}
 	if !resp.Succeeded {
 		return nil, errclass.Permanent(fmt.Errorf("%w: save to %q refused: the fence failed at revision %d", ErrNotOwner, s.key, resp.Header.Revision))
@@ -200,6 +268,6 @@ func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, err
 		return now, errclass.Permanent(fmt.Errorf("%w: save to %q refused: written at revision %d, after revision %d which this store last saw",
 			ErrCursorChanged, s.key, rev, s.modRev))
 	}
-	s.modRev, s.known, s.pending = resp.Header.Revision, true, nil
+	s.modRev, s.known, s.pending = resp.Header.Revision, true, s.pending[:0]
 	return nil, nil
 }
