@@ -273,9 +273,13 @@ type rewoundTxn struct {
 	back int64
 }
 
-func (t rewoundTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return rewoundTxn{t.Txn.If(cs...), t.back} }
-func (t rewoundTxn) Then(ops ...clientv3.Op) clientv3.Txn { return rewoundTxn{t.Txn.Then(ops...), t.back} }
-func (t rewoundTxn) Else(ops ...clientv3.Op) clientv3.Txn { return rewoundTxn{t.Txn.Else(ops...), t.back} }
+func (t rewoundTxn) If(cs ...clientv3.Cmp) clientv3.Txn { return rewoundTxn{t.Txn.If(cs...), t.back} }
+func (t rewoundTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	return rewoundTxn{t.Txn.Then(ops...), t.back}
+}
+func (t rewoundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	return rewoundTxn{t.Txn.Else(ops...), t.back}
+}
 func (t rewoundTxn) Commit() (*clientv3.TxnResponse, error) {
 	resp, err := t.Txn.Commit()
 	if err == nil {
