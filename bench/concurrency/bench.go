@@ -39,6 +39,7 @@ type row struct {
 	Window      int // 0 on the serial row
 	Wall        time.Duration
 	Speedup     float64 // serial wall time / this one's
+	VsSleeps    float64 // the sum of the handler's sleeps / this wall time: the speedup over an ideal serial run
 	Goal        float64 // the speedup the issue asks for; 0: none
 	MaxInFlight int     // most handlers seen running at once
 	Violations  int     // events of one key that overlapped or came out of stream order
@@ -58,7 +59,7 @@ func (r row) label() string {
 	if r.Keys < 0 {
 		return fmt.Sprintf("serial: %v", r.Wall.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("keys %s, n %d: %v, %.2f×", r.keyLabel(), r.N, r.Wall.Round(time.Millisecond), r.Speedup)
+	return fmt.Sprintf("keys %s, n %d: %v, %.2f× (%.2f× the sleeps)", r.keyLabel(), r.N, r.Wall.Round(time.Millisecond), r.Speedup, r.VsSleeps)
 }
 
 // goal returns the speedup the issue asks of keys and n (0: none).
@@ -88,11 +89,15 @@ func makeLog(cfg config) []item {
 // each as it is measured.
 func measure(ctx context.Context, cfg config, each func(row)) ([]row, error) {
 	log := makeLog(cfg)
+	var slept time.Duration
+	for _, it := range log {
+		slept += it.Sleep
+	}
 	serial, err := runRow(ctx, log, -1, 1, 0)
 	if err != nil {
 		return nil, err
 	}
-	serial.Speedup = 1
+	serial.Speedup, serial.VsSleeps = 1, slept.Seconds()/serial.Wall.Seconds()
 	each(serial)
 	rows := []row{serial}
 	for _, keys := range cfg.keys {
@@ -102,6 +107,7 @@ func measure(ctx context.Context, cfg config, each func(row)) ([]row, error) {
 				return nil, err
 			}
 			r.Speedup = serial.Wall.Seconds() / r.Wall.Seconds()
+			r.VsSleeps = slept.Seconds() / r.Wall.Seconds()
 			r.Goal = goal(keys, n)
 			each(r)
 			rows = append(rows, r)

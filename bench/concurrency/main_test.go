@@ -63,8 +63,8 @@ func TestQuickRun(t *testing.T) {
 				t.Errorf("CSV row %d: %q is not a number", i+1, col)
 			}
 		}
-		if rec[7] != "0" {
-			t.Errorf("CSV row %d: %s per-key order violations, want 0", i+1, rec[7])
+		if rec[8] != "0" {
+			t.Errorf("CSV row %d: %s per-key order violations, want 0", i+1, rec[8])
 		}
 	}
 

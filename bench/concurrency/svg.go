@@ -30,7 +30,7 @@ func writeSVG(w io.Writer, cfg config, rows []row) error {
 	}
 	top10 := 0.0
 	for _, r := range bars {
-		top10 = max(top10, r.Speedup, r.Goal, float64(r.N))
+		top10 = max(top10, r.Speedup, r.VsSleeps, r.Goal, float64(r.N))
 	}
 	top10 = math.Ceil(top10*1.05/10) * 10
 	y := func(v float64) float64 { return top + plotH - v/top10*plotH }
@@ -66,6 +66,7 @@ func writeSVG(w io.Writer, cfg config, rows []row) error {
 			p.f(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n",
 				x, y(r.Speedup), barW-2, y(0)-y(r.Speedup), palette[i%len(palette)], html.EscapeString(r.label()))
 			p.f(`<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11">%.1f</text>`+"\n", x+barW/2-1, y(r.Speedup)-4, r.Speedup)
+			p.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="black" stroke-width="2"/>`+"\n", x+2, x+barW-4, y(r.VsSleeps), y(r.VsSleeps))
 			if r.Goal > 0 {
 				p.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#d62728" stroke-width="2" stroke-dasharray="4 2"/>`+"\n",
 					x-2, x+barW, y(r.Goal), y(r.Goal))
@@ -82,6 +83,12 @@ func writeSVG(w io.Writer, cfg config, rows []row) error {
 	ly := top + len(cfg.ns)*22 + 8
 	p.f(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#d62728" stroke-width="2" stroke-dasharray="4 2"/>`+"\n", lx, lx+14, ly+7, ly+7)
 	p.f(`<text x="%d" y="%d">goal</text>`+"\n", lx+20, ly+12)
+	ly += 22
+	p.f(`<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="black" stroke-width="2"/>`+"\n", lx, lx+14, ly+7, ly+7)
+	p.f(`<text x="%d" y="%d">over the sum</text>`+"\n", lx+20, ly+8)
+	p.f(`<text x="%d" y="%d">of the sleeps</text>`+"\n", lx+20, ly+22)
+	p.f(`<text x="%d" y="%d" font-size="11">bars: over the</text>`+"\n", lx, ly+48)
+	p.f(`<text x="%d" y="%d" font-size="11">measured serial run</text>`+"\n", lx, ly+62)
 	p.f("</svg>\n")
 	return p.err
 }
