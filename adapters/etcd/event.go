@@ -28,7 +28,8 @@ const (
 	// [cursor.ProgressOnly]).
 	Progress
 	// ResyncStart opens a resync's replay, after the cursor expired
-	// (compacted): events may have been missed since the previous event, and
+	// (compacted, or of a replaced cluster): events may have been missed
+	// since the previous event, and
 	// the Put events up to the [ResyncEnd] are the state of the prefix as
 	// of the revision of its Cursor. Keys deleted in the gap are not
 	// replayed: drop what the replay lacks.
@@ -95,17 +96,29 @@ type Event struct {
 // The zero Cursor is before revision 1: resuming after it delivers every
 // change etcd still has, or, once history was compacted, a resync of the
 // prefix. Use [Now] for a cursor at the current revision.
+//
+// A revision means something in one history only, so a Cursor also records
+// the ID of the cluster it was read from. A [Source] refuses to resume a
+// cursor in another cluster, or in one whose current revision is below the
+// cursor's (wiped, or restored from an older snapshot), with an error
+// matching [stream.ErrSourceChanged]; a Cursor without a cluster ID (the
+// zero Cursor, one saved by an older version) takes the ID of the cluster
+// it is first resumed in. See docs/replaced-backend.md.
 type Cursor struct {
 	// Revision is the revision of the last event handled.
 	Revision int64 `json:"revision"`
 	// Index counts the events of Revision handled (1 for the first); 0
 	// means all of them.
 	Index int `json:"index"`
+	// Cluster is the ID of the etcd cluster the cursor was read from, 0
+	// when not known yet.
+	Cluster uint64 `json:"cluster,omitempty"`
 }
 
 // Compare orders cursors as cmp.Compare does: a negative number when a is
 // before b, 0 when they are equal, a positive number when a is after b. A
-// whole revision (Index 0) comes after every partial position in it.
+// whole revision (Index 0) comes after every partial position in it. The
+// cluster IDs are not compared: positions of two histories have no order.
 func Compare(a, b Cursor) int {
 	if c := cmp.Compare(a.Revision, b.Revision); c != 0 {
 		return c
@@ -151,8 +164,10 @@ func Extract(ev Event) (Cursor, error) {
 }
 
 // CursorCodec returns the [cursor.Codec] for a [Cursor]: one JSON object,
-// {"revision":12,"index":0}, which an operator can read and edit. Decode is
-// strict (see [cursor.JSON]) and also rejects a negative revision or index.
+// {"revision":12,"index":0,"cluster":14841639068965178418}, which an
+// operator can read and edit ("cluster" is left out while unknown, and
+// data without it, as older versions wrote, decodes). Decode is strict (see
+// [cursor.JSON]) and also rejects a negative revision or index.
 func CursorCodec() cursor.Codec[Cursor] {
 	return cursorCodec{}
 }
@@ -186,12 +201,13 @@ func (c Cursor) validate() error {
 	return nil
 }
 
-// Now returns the cursor of the current revision of the etcd behind kv: a
-// stream resuming after it delivers only the changes made from now on.
+// Now returns the cursor of the current revision of the etcd behind kv, with
+// its cluster ID: a stream resuming after it delivers only the changes made
+// from now on.
 func Now(ctx context.Context, kv clientv3.KV) (Cursor, error) {
 	resp, err := kv.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return Cursor{}, fmt.Errorf("etcd: reading the current revision: %w", err)
 	}
-	return Cursor{Revision: resp.Header.Revision}, nil
+	return Cursor{Revision: resp.Header.Revision, Cluster: resp.Header.ClusterId}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -59,8 +60,8 @@ func TestResumerStopsInsideTransaction(t *testing.T) {
 	if err := r.Run(ctx, collect(&first, 10)); err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
-	if saved, _ := newStore(t, c, p+"cursor").Load(ctx); saved != (etcd.Cursor{Revision: rev, Index: 10}) {
-		t.Fatalf("saved cursor = %v, want %v", saved, etcd.Cursor{Revision: rev, Index: 10})
+	if saved, _ := newStore(t, c, p+"cursor").Load(ctx); saved != (etcd.Cursor{Revision: rev, Index: 10, Cluster: clusterID(t, c)}) {
+		t.Fatalf("saved cursor = %+v, want revision %d event 10 of the server's cluster", saved, rev)
 	}
 
 	c2 := newClient(t)
@@ -136,8 +137,8 @@ func TestResumerCutInsideTransaction(t *testing.T) {
 	if n := src.opens.Load(); n != 8 {
 		t.Errorf("opens = %d, want 8 (a cut every 7 events of 50)", n)
 	}
-	if st := r.Stats(); st.Cursor != (etcd.Cursor{Revision: rev, Index: 50}) {
-		t.Errorf("cursor = %v, want %v", st.Cursor, etcd.Cursor{Revision: rev, Index: 50})
+	if st := r.Stats(); st.Cursor != (etcd.Cursor{Revision: rev, Index: 50, Cluster: clusterID(t, c)}) {
+		t.Errorf("cursor = %+v, want revision %d event 50 of the server's cluster", st.Cursor, rev)
 	}
 }
 
@@ -182,7 +183,8 @@ func TestResumerResync(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
-	at := etcd.Cursor{Revision: now}
+	id := clusterID(t, c)
+	at := etcd.Cursor{Revision: now, Cluster: id}
 	want := []got{
 		{Type: etcd.ResyncStart, Cursor: at},
 		{Type: etcd.Put, Key: p + "a", Value: "3", Rev: old + 2, Cursor: at},
@@ -190,7 +192,7 @@ func TestResumerResync(t *testing.T) {
 		{Type: etcd.Put, Key: p + "c", Value: "4", Rev: old + 3, Cursor: at},
 		{Type: etcd.Put, Key: p + "d", Value: "5", Rev: now, Cursor: at},
 		{Type: etcd.ResyncEnd, Cursor: at},
-		{Type: etcd.Put, Key: p + "e", Value: "6", Rev: after, Cursor: etcd.Cursor{Revision: after, Index: 1}},
+		{Type: etcd.Put, Key: p + "e", Value: "6", Rev: after, Cursor: etcd.Cursor{Revision: after, Index: 1, Cluster: id}},
 	}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -272,5 +274,62 @@ func TestResumerFencedStops(t *testing.T) {
 	}
 	if st := r.Stats(); st.Retried != 0 {
 		t.Errorf("Stats().Retried = %d, want 0", st.Retried)
+	}
+}
+
+// TestResumerSourceChanged resumes a cursor beyond the server's revision (a
+// cursor kept outside etcd while etcd was wiped or restored): without a
+// resync hook Run stops at the first Open, having handled nothing; with
+// NewResumer's the prefix is replayed and the stream goes on, with one
+// Open.
+func TestResumerSourceChanged(t *testing.T) {
+	c := newClient(t)
+	ctx := ctxFor(t)
+	p := newPrefix(t)
+	put(t, c, p+"a", "1")
+	now := put(t, c, p+"b", "2")
+	id := clusterID(t, c)
+	saved := etcd.Cursor{Revision: now + 1000, Index: 1, Cluster: id}
+
+	r, err := stream.New(etcd.NewSource(c, p), etcd.Extract, cursor.NewMemory(saved), stream.WithClassifier(etcd.Classifier()))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	err = r.Run(ctx, func(_ context.Context, ev etcd.Event) error {
+		t.Errorf("handler called with %v %s", ev.Type, ev.Key)
+		return nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want %v", err, stream.ErrSourceChanged)
+	}
+	if st := r.Stats(); st.Opens != 0 || st.Expired != 1 || st.Retried != 0 {
+		t.Errorf("Stats() opens %d, expired %d, retried %d; want 0, 1, 0", st.Opens, st.Expired, st.Retried)
+	}
+
+	r, err = etcd.NewResumer(c, p, cursor.NewMemory(saved))
+	if err != nil {
+		t.Fatalf("NewResumer() = %v", err)
+	}
+	var keys []string
+	after := int64(0)
+	err = r.Run(ctx, func(_ context.Context, ev etcd.Event) error {
+		keys = append(keys, ev.Type.String()+" "+strings.TrimPrefix(string(ev.Key), p))
+		switch {
+		case ev.Type == etcd.ResyncEnd:
+			after = put(t, c, p+"c", "3")
+		case after != 0 && ev.ModRevision == after:
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	want := []string{"resync-start ", "put a", "put b", "resync-end ", "put c"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if st := r.Stats(); st.Opens != 1 || st.Resyncs != 1 || st.Cursor != (etcd.Cursor{Revision: after, Index: 1, Cluster: id}) {
+		t.Errorf("Stats() opens %d, resyncs %d, cursor %+v; want 1, 1, revision %d event 1", st.Opens, st.Resyncs, st.Cursor, after)
 	}
 }

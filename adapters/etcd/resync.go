@@ -14,13 +14,14 @@ import (
 const DefaultPageSize = 1000
 
 // Resync returns the [stream.ResyncFunc] that closes a gap after the cursor
-// of a [Source] over prefix expired (its revision was compacted): it reads
-// the keys under prefix through kv at the current revision, pageSize keys a
-// request (DefaultPageSize when pageSize <= 0), every page at that same
+// of a [Source] over prefix expired: its revision was compacted, or the
+// cluster is not the history it came from ([stream.ErrSourceChanged]). It
+// reads the keys under prefix through kv at the current revision, pageSize
+// keys a request (DefaultPageSize when pageSize <= 0), every page at that same
 // revision, and streams them through emit as one [ResyncStart] event, one
 // [Put] event per key (in key order, with the key's own revisions), and one
 // [ResyncEnd] event. The stream then continues after that revision. Every
-// event's Cursor is the revision read.
+// event's Cursor is the revision read, in the cluster read.
 //
 // Keys deleted in the gap are not replayed: the markers say when to drop
 // what the replay lacked. Nothing is held beyond one page. A failed read
@@ -36,7 +37,7 @@ func Resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event
 		if err != nil {
 			return Cursor{}, fmt.Errorf("etcd: resync of %q: %w", prefix, err)
 		}
-		at := Cursor{Revision: resp.Header.Revision}
+		at := Cursor{Revision: resp.Header.Revision, Cluster: resp.Header.ClusterId}
 		if err := emit(Event{Type: ResyncStart, Cursor: at}); err != nil {
 			return Cursor{}, err
 		}

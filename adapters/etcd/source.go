@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,6 +21,7 @@ import (
 // starts no goroutine of its own (the client's watcher runs the watch).
 type Source struct {
 	w      clientv3.Watcher
+	kv     clientv3.KV // w when it is also a KV (a *clientv3.Client is); nil otherwise
 	prefix string
 }
 
@@ -40,8 +44,20 @@ var _ stream.Source[Event, Cursor] = (*Source)(nil)
 // with the watch's error (rpctypes.ErrNoLeader, say) when the server
 // cancelled the watch, and with an error matching [ErrClientClosed],
 // marked [errclass.Permanent], once the client is closed.
+//
+// Open and Recv fail with an error matching [stream.ErrSourceChanged] when
+// the cluster is not the history the cursor came from: another cluster ID,
+// or a current revision below one the cursor or the watch already saw (the
+// data was wiped, or restored from an older snapshot). When w is also a
+// clientv3.KV (a *clientv3.Client is), Open checks with one linearizable
+// read of the prefix's first key (count only) before it watches, and a
+// watch that delivered nothing for 10 seconds checks again: etcd's client
+// silently re-opens a broken watch on whatever answers at the endpoint,
+// and a cluster behind the watch's revision sends it nothing. With a bare
+// Watcher only the cluster ID in the watch's responses is checked.
 func NewSource(w clientv3.Watcher, prefix string) *Source {
-	return &Source{w: w, prefix: prefix}
+	kv, _ := w.(clientv3.KV)
+	return &Source{w: w, kv: kv, prefix: prefix}
 }
 
 // Open starts a watch of the events strictly after cursor after. The watch
@@ -54,17 +70,25 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 		return nil, err
 	}
 	rev, skip := after.watchFrom()
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	ch := s.w.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify())
-	return &conn{
+	c := &conn{
 		src:     s,
-		ch:      ch,
-		cancel:  cancel,
 		from:    rev,
 		skipRev: rev,
 		skip:    skip,
 		last:    after,
-	}, nil
+		cluster: after.Cluster,
+		seen:    after.Revision,
+	}
+	if s.kv != nil {
+		if err := c.verify(ctx); err != nil {
+			return nil, err
+		}
+		c.probe = time.NewTimer(probeEvery)
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	c.cancel = cancel
+	c.ch = s.w.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	return c, nil
 }
 
 // RecvRespectsContext implements [stream.ContextRespecter]: Recv returns as
@@ -80,8 +104,12 @@ func (s *Source) clientErr() error {
 	return nil
 }
 
+// probeEvery is how long a watch may stay silent before its cluster is
+// checked again; probeTimeout bounds one check.
+var probeEvery, probeTimeout = 10 * time.Second, 5 * time.Second
+
 // conn is one watch. Its state is touched by Recv only; Close only cancels
-// the watch's context.
+// the watch's context and a check in flight.
 type conn struct {
 	src    *Source
 	ch     clientv3.WatchChan
@@ -97,6 +125,14 @@ type conn struct {
 	rev  int64 // the revision of the last event seen
 	idx  int   // its index within rev
 	last Cursor
+
+	cluster uint64      // the cluster's ID; 0 until known
+	seen    int64       // the highest revision the cursor or the cluster reported
+	probe   *time.Timer // fires when the watch was silent for probeEvery; nil without a KV
+
+	mu         sync.Mutex // guards what Close touches
+	closed     bool
+	stopVerify context.CancelFunc // ends the check in flight
 }
 
 func (c *conn) Recv(ctx context.Context) (Event, error) {
@@ -114,7 +150,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			if c.rev == c.skipRev && c.idx <= c.skip {
 				continue // handled before this watch was opened
 			}
-			c.last = Cursor{Revision: c.rev, Index: c.idx}
+			c.last = Cursor{Revision: c.rev, Index: c.idx, Cluster: c.cluster}
 			out := Event{
 				Type:           Put,
 				Key:            ev.Kv.Key,
@@ -132,32 +168,18 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 		}
 		c.events, c.next = nil, 0
 
-		var (
-			resp clientv3.WatchResponse
-			ok   bool
-		)
-		select {
-		case resp, ok = <-c.ch:
-		case <-ctx.Done():
-			return Event{}, ctx.Err()
+		resp, err := c.receive(ctx)
+		if err != nil {
+			return Event{}, err
 		}
-		if !ok {
-			if err := ctx.Err(); err != nil {
-				return Event{}, err
-			}
-			if err := c.src.clientErr(); err != nil {
-				return Event{}, err
-			}
-			return Event{}, fmt.Errorf("etcd: watch of %q: %w", c.src.prefix, errWatchClosed)
-		}
-		if err := resp.Err(); err != nil {
-			return Event{}, c.fail(resp, err)
-		}
-		if resp.IsProgressNotify() {
+		switch {
+		case resp.Created:
+			continue // its header was checked
+		case resp.IsProgressNotify():
 			// Everything up to the header's revision was delivered. A member
 			// behind the revision this watch started at could report less:
 			// never move the cursor back.
-			p := Cursor{Revision: resp.Header.GetRevision()}
+			p := Cursor{Revision: resp.Header.GetRevision(), Cluster: c.cluster}
 			if Compare(p, c.last) <= 0 {
 				continue
 			}
@@ -166,6 +188,118 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 		}
 		c.events = resp.Events
 	}
+}
+
+// receive returns the next response of the watch, once its header shows
+// the cluster the cursor came from. While the watch stays silent it checks
+// the cluster every probeEvery.
+func (c *conn) receive(ctx context.Context) (clientv3.WatchResponse, error) {
+	for {
+		var probe <-chan time.Time
+		if c.probe != nil {
+			c.probe.Reset(probeEvery)
+			probe = c.probe.C
+		}
+		select {
+		case resp, ok := <-c.ch:
+			if !ok {
+				return resp, c.closedErr(ctx)
+			}
+			if err := resp.Err(); err != nil {
+				return resp, c.fail(resp, err)
+			}
+			return resp, c.check(ctx, resp.Header)
+		case <-probe:
+			if err := c.verify(ctx); errors.Is(err, stream.ErrSourceChanged) {
+				return clientv3.WatchResponse{}, err
+			} // another failure is the watch's to show
+		case <-ctx.Done():
+			return clientv3.WatchResponse{}, ctx.Err()
+		}
+	}
+}
+
+// closedErr describes the end of a watch channel that closed without an
+// error.
+func (c *conn) closedErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.src.clientErr(); err != nil {
+		return err
+	}
+	return fmt.Errorf("etcd: watch of %q: %w", c.src.prefix, errWatchClosed)
+}
+
+// check fails when a response's header shows another cluster, or a
+// revision below one already seen that a linearizable read confirms (a
+// member that lags behind reports less, and is not an error).
+func (c *conn) check(ctx context.Context, h *etcdserverpb.ResponseHeader) error {
+	if h == nil {
+		return nil
+	}
+	if err := c.sameCluster(h.ClusterId); err != nil {
+		return err
+	}
+	if h.Revision < c.seen && c.src.kv != nil {
+		if err := c.verify(ctx); errors.Is(err, stream.ErrSourceChanged) {
+			return err
+		}
+		return nil
+	}
+	c.seen = max(c.seen, h.Revision)
+	return nil
+}
+
+// sameCluster fails when id is not the cluster the watch belongs to, and
+// learns it while unknown. An ID of 0 says nothing.
+func (c *conn) sameCluster(id uint64) error {
+	switch {
+	case id == 0 || id == c.cluster:
+		return nil
+	case c.cluster == 0:
+		c.cluster = id
+		return nil
+	}
+	return fmt.Errorf("etcd: watch of %q after %v: the cluster ID was %x, now %x: %w",
+		c.src.prefix, c.last, c.cluster, id, stream.ErrSourceChanged)
+}
+
+// verify reads the cluster's ID and current revision with a linearizable
+// read, which no member's lag can make lower than a revision already
+// reported, and fails when they show another history than the watch's.
+func (c *conn) verify(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("etcd: watch of %q: %w", c.src.prefix, errWatchClosed)
+	}
+	c.stopVerify = cancel
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.stopVerify = nil
+		c.mu.Unlock()
+	}()
+	key := c.src.prefix
+	if key == "" {
+		key = "\x00"
+	}
+	resp, err := c.src.kv.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("etcd: watch of %q: reading the cluster's revision: %w", c.src.prefix, err)
+	}
+	if err := c.sameCluster(resp.Header.GetClusterId()); err != nil {
+		return err
+	}
+	if now := resp.Header.GetRevision(); now < c.seen {
+		return fmt.Errorf("etcd: watch of %q after %v: the revision went back from %d to %d: %w",
+			c.src.prefix, c.last, c.seen, now, stream.ErrSourceChanged)
+	}
+	c.seen = resp.Header.GetRevision()
+	return nil
 }
 
 // fail describes the error that ended the watch.
@@ -177,10 +311,19 @@ func (c *conn) fail(resp clientv3.WatchResponse, err error) error {
 	return fmt.Errorf("etcd: watch of %q from revision %d: %w", c.src.prefix, c.from, err)
 }
 
-// Close ends the watch. It may be called more than once, and concurrently
-// with Recv.
+// Close ends the watch, and a check of the cluster in flight. It may be
+// called more than once, and concurrently with Recv.
 func (c *conn) Close() error {
 	c.cancel()
+	c.mu.Lock()
+	c.closed = true
+	if c.stopVerify != nil {
+		c.stopVerify()
+	}
+	c.mu.Unlock()
+	if c.probe != nil {
+		c.probe.Stop()
+	}
 	return nil
 }
 

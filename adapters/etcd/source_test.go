@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/errclass"
@@ -26,6 +28,16 @@ type got struct {
 
 func summarize(ev etcd.Event) got {
 	return got{Type: ev.Type, Key: string(ev.Key), Value: string(ev.Value), Rev: ev.ModRevision, Cursor: ev.Cursor}
+}
+
+// clusterID returns the cluster ID of the server behind c.
+func clusterID(t *testing.T, c *clientv3.Client) uint64 {
+	t.Helper()
+	resp, err := c.Get(ctxFor(t), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("Get() = %v", err)
+	}
+	return resp.Header.ClusterId
 }
 
 // recvN reads n events that are not progress notifications from conn.
@@ -63,12 +75,13 @@ func TestSourceEvents(t *testing.T) {
 		t.Fatalf("Open() = %v", err)
 	}
 	defer conn.Close()
+	id := clusterID(t, c)
 	want := []got{
-		{Type: etcd.Put, Key: p + "a", Value: "1", Rev: r1, Cursor: etcd.Cursor{Revision: r1, Index: 1}},
-		{Type: etcd.Put, Key: p + "b", Value: "2", Rev: r2, Cursor: etcd.Cursor{Revision: r2, Index: 1}},
-		{Type: etcd.Delete, Key: p + "a", Rev: r3, Cursor: etcd.Cursor{Revision: r3, Index: 1}},
-		{Type: etcd.Put, Key: p + "c", Value: "v-" + p + "c", Rev: r4, Cursor: etcd.Cursor{Revision: r4, Index: 1}},
-		{Type: etcd.Put, Key: p + "d", Value: "v-" + p + "d", Rev: r4, Cursor: etcd.Cursor{Revision: r4, Index: 2}},
+		{Type: etcd.Put, Key: p + "a", Value: "1", Rev: r1, Cursor: etcd.Cursor{Revision: r1, Index: 1, Cluster: id}},
+		{Type: etcd.Put, Key: p + "b", Value: "2", Rev: r2, Cursor: etcd.Cursor{Revision: r2, Index: 1, Cluster: id}},
+		{Type: etcd.Delete, Key: p + "a", Rev: r3, Cursor: etcd.Cursor{Revision: r3, Index: 1, Cluster: id}},
+		{Type: etcd.Put, Key: p + "c", Value: "v-" + p + "c", Rev: r4, Cursor: etcd.Cursor{Revision: r4, Index: 1, Cluster: id}},
+		{Type: etcd.Put, Key: p + "d", Value: "v-" + p + "d", Rev: r4, Cursor: etcd.Cursor{Revision: r4, Index: 2, Cluster: id}},
 	}
 	if diff := cmp.Diff(want, recvN(t, ctx, conn, len(want))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -109,7 +122,7 @@ func TestSourceResumesInsideRevision(t *testing.T) {
 				t.Errorf("first key after %v = %s, want %s", tt.after, evs[0].Key, tt.first)
 			}
 			for i, ev := range evs[:tt.n] {
-				want := etcd.Cursor{Revision: rev, Index: 5 - tt.n + i + 1}
+				want := etcd.Cursor{Revision: rev, Index: 5 - tt.n + i + 1, Cluster: clusterID(t, c)}
 				if ev.Cursor != want {
 					t.Errorf("event %d cursor = %v, want %v", i, ev.Cursor, want)
 				}
@@ -228,6 +241,39 @@ func TestSourceInvalidCursor(t *testing.T) {
 			_, err := etcd.NewSource(nil, "p").Open(context.Background(), after)
 			if !errors.Is(err, etcd.ErrInvalid) {
 				t.Errorf("Open(%v) = %v, want %v", after, err, etcd.ErrInvalid)
+			}
+		})
+	}
+}
+
+// TestSourceOtherHistory opens cursors of another history against a real
+// server: another cluster's, and one beyond the server's revision (as a
+// cursor saved before the data was wiped or restored from an older
+// snapshot would be).
+func TestSourceOtherHistory(t *testing.T) {
+	c := newClient(t)
+	id := clusterID(t, c)
+	now := put(t, c, newPrefix(t)+"a", "1")
+	tests := []struct {
+		name  string
+		after etcd.Cursor
+		want  string
+	}{
+		{name: "another cluster", after: etcd.Cursor{Revision: now, Cluster: id + 1}, want: fmt.Sprintf("the cluster ID was %x, now %x", id+1, id)},
+		{name: "beyond the revision", after: etcd.Cursor{Revision: now + 1000, Cluster: id}, want: "the revision went back"},
+		{name: "beyond the revision, no ID", after: etcd.Cursor{Revision: now + 1000}, want: "the revision went back"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := etcd.NewSource(c, newPrefix(t)).Open(ctxFor(t), tt.after)
+			if err == nil {
+				conn.Close()
+			}
+			if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open(%+v) = %v, want an error matching %v that says %q", tt.after, err, stream.ErrSourceChanged, tt.want)
+			}
+			if d := etcd.Classifier().Classify(err); d.Action != errclass.Expired {
+				t.Errorf("Classify(%v) = %v, want expired", err, d)
 			}
 		})
 	}
