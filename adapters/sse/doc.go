@@ -31,11 +31,14 @@
 //
 //   - 200 with Content-Type text/event-stream: the connection is open.
 //   - 204 No Content: [stream.ErrEndOfStream], the stream is over for good.
-//   - 301, 302, 307, 308: followed by the http.Client, Last-Event-ID kept.
-//   - 408, 429 and 5xx: retried, no sooner than the Retry-After header says
-//     (seconds or an HTTP date).
-//   - Anything else (other 4xx, 200 with another Content-Type, other
-//     statuses): a [*StatusError] marked [errclass.Permanent].
+//   - 301, 302, 307, 308: followed by the http.Client, Last-Event-ID kept;
+//     a redirect the Client refuses (net/http stops after 10) is permanent.
+//   - Any other status: as [errclass.FromHTTP] marks it (408, 425, 429 and
+//     5xx retried, no sooner than Retry-After; 410 expired; the rest
+//     permanent), with the Content-Type and the start of the body in the
+//     message; errors.As finds the [*errclass.StatusError].
+//   - 200 with another Content-Type, and other 2xx: a permanent
+//     [*errclass.StatusError].
 //   - A request that fails before a response (refused, reset, DNS): retried.
 //
 // # Ends of a connection

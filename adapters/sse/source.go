@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,36 +84,6 @@ func checkID(id string) error {
 	return nil
 }
 
-// StatusError is the error [Source.Open] returns for a response other than
-// 200 OK with an event stream: another status, or another Content-Type.
-type StatusError struct {
-	// Code is the HTTP status code.
-	Code int
-	// ContentType is the response's Content-Type header.
-	ContentType string
-	// Body is the start of the response body (at most 512 bytes).
-	Body string
-	// RetryAfter is the delay the Retry-After header asked for; zero when
-	// there was none.
-	RetryAfter time.Duration
-}
-
-// Error returns, for example, `sse: server answered 503 Service Unavailable,
-// Content-Type "text/plain", body "busy"`.
-func (e *StatusError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "sse: server answered %d %s", e.Code, http.StatusText(e.Code))
-	if e.Code == http.StatusOK {
-		fmt.Fprintf(&b, " with Content-Type %q, not text/event-stream", e.ContentType)
-	} else if e.ContentType != "" {
-		fmt.Fprintf(&b, ", Content-Type %q", e.ContentType)
-	}
-	if e.Body != "" {
-		fmt.Fprintf(&b, ", body %q", e.Body)
-	}
-	return b.String()
-}
-
 // Source is a [stream.Source] of server-sent events: each Open is an HTTP
 // GET of URL that sends the cursor as Last-Event-ID. See the package
 // documentation for how it treats each response and how a connection ends.
@@ -180,7 +148,14 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], er
 	resp, err := s.client().Do(req)
 	if err != nil {
 		cancel()
-		return nil, s.floor(fmt.Errorf("sse: %w", err), 0)
+		err = fmt.Errorf("sse: %w", err)
+		if resp != nil && ctx.Err() == nil {
+			// The Client's CheckRedirect refused a redirect (net/http's
+			// "stopped after 10 redirects"): as for a 3xx not followed,
+			// reconnecting would meet the same answer.
+			return nil, errclass.Permanent(err)
+		}
+		return nil, s.floor(err, 0)
 	}
 	ctype := resp.Header.Get("Content-Type")
 	if resp.StatusCode == http.StatusOK {
@@ -203,17 +178,41 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], er
 		cancel()
 		return nil, stream.ErrEndOfStream // "do not reconnect"
 	}
-	serr := &StatusError{
-		Code:        resp.StatusCode,
-		ContentType: ctype,
-		Body:        readErrorBody(resp.Body, cancel),
-		RetryAfter:  retryAfter(resp.Header),
+	return nil, s.refused(resp, readErrorBody(resp.Body, cancel))
+}
+
+// refused returns the error for a response that opens no stream: the
+// [*errclass.StatusError] of [errclass.FromHTTP], with the Content-Type and
+// the start of the body, marked as FromHTTP marks it (a 2xx other than 200
+// with an event stream is permanent); a retried one carries the longer of
+// Retry-After and the reconnection time.
+func (s *Source) refused(resp *http.Response, body string) error {
+	herr := errclass.FromHTTP(resp)
+	serr := &errclass.StatusError{Code: resp.StatusCode}
+	errors.As(herr, &serr)
+	if serr.URL == "" && resp.Request != nil {
+		serr.URL = resp.Request.URL.Redacted()
 	}
-	switch c := serr.Code; {
-	case c == http.StatusRequestTimeout, c == http.StatusTooManyRequests, c >= 500:
-		return nil, s.floor(serr, serr.RetryAfter)
+	ctype := resp.Header.Get("Content-Type")
+	var err error
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		err = fmt.Errorf("sse: %w with Content-Type %q, not text/event-stream", serr, ctype)
+	case ctype != "":
+		err = fmt.Errorf("sse: %w, Content-Type %q", serr, ctype)
+	default:
+		err = fmt.Errorf("sse: %w", serr)
 	}
-	return nil, errclass.Permanent(serr)
+	if body != "" {
+		err = fmt.Errorf("%w, body %q", err, body)
+	}
+	switch d := errclass.Markers().Classify(herr); d.Action {
+	case errclass.Retry:
+		return errclass.RetryAfter(err, max(d.After, time.Duration(s.retry.Load())))
+	case errclass.Expired:
+		return errclass.CursorExpired(err)
+	}
+	return errclass.Permanent(err)
 }
 
 // check validates the Source's settings and the cursor to resume after.
@@ -252,33 +251,6 @@ func readErrorBody(body io.ReadCloser, cancel context.CancelFunc) string {
 	_ = body.Close()
 	cancel()
 	return string(b)
-}
-
-// retryAfter reads a response's Retry-After header: delay-seconds, or an
-// HTTP date, taken relative to the response's Date header when it has one
-// (so that the two clocks need not agree) and to the local clock if not.
-// A number of seconds too large for a time.Duration saturates.
-func retryAfter(h http.Header) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	const maxSeconds = math.MaxInt64 / int64(time.Second)
-	if n, ok := parseDigits(v, maxSeconds); ok {
-		if n > maxSeconds {
-			return math.MaxInt64
-		}
-		return time.Duration(n) * time.Second
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0
-	}
-	now, err := http.ParseTime(h.Get("Date"))
-	if err != nil {
-		now = time.Now()
-	}
-	return max(t.Sub(now), 0)
 }
 
 // conn is one response's worth of events.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,7 +118,8 @@ func TestOpenResponses(t *testing.T) {
 		{name: "401", code: 401, want: errclass.Decision{Action: errclass.Fail}},
 		{name: "403", code: 403, want: errclass.Decision{Action: errclass.Fail}},
 		{name: "404", code: 404, want: errclass.Decision{Action: errclass.Fail}},
-		{name: "410", code: 410, want: errclass.Decision{Action: errclass.Fail}},
+		{name: "410 expires the cursor", code: 410, want: errclass.Decision{Action: errclass.Expired}, wantInText: "410 Gone"},
+		{name: "425 retried", code: 425, want: errclass.Decision{Action: errclass.Retry}},
 		{name: "408 retried", code: 408, want: errclass.Decision{Action: errclass.Retry}},
 		{name: "429 retried", code: 429, want: errclass.Decision{Action: errclass.Retry}, wantInText: "429 Too Many Requests"},
 		{name: "429 Retry-After seconds", code: 429, header: map[string]string{"Retry-After": "7"}, want: errclass.Decision{Action: errclass.Retry, After: 7 * time.Second}},
@@ -162,7 +164,7 @@ func TestOpenResponses(t *testing.T) {
 			if got := errclass.Default().Classify(err); got != tt.want {
 				t.Errorf("Classify(Open()) = %v, want %v; error: %v", got, tt.want, err)
 			}
-			var serr *sse.StatusError
+			var serr *errclass.StatusError
 			if !errors.As(err, &serr) || serr.Code != tt.code {
 				t.Errorf("Open() = %v, want a *StatusError with code %d", err, tt.code)
 			}
@@ -194,6 +196,45 @@ func TestOpenFollowsRedirects(t *testing.T) {
 				t.Errorf("Recv() ended with %v, want io.EOF; events (-want +got)\n%s", err, diff)
 			}
 		})
+	}
+}
+
+// TestOpenRedirectLoop: a redirect the Client refuses to follow (net/http
+// stops after 10) is permanent, as a 3xx not followed, not retried as a
+// request that got no response.
+func TestOpenRedirectLoop(t *testing.T) {
+	var requests atomic.Int64
+	src := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Redirect(w, r, "/loop", http.StatusFound)
+	})
+	_, err := src.Open(context.Background(), "7")
+	if got := errclass.Default().Classify(err); got.Action != errclass.Fail {
+		t.Errorf("Classify(Open()) = %v, want fail; error: %v", got, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Errorf("Open() = %v, want the Client's redirect error", err)
+	}
+	if n := requests.Load(); n != 10 {
+		t.Errorf("the server got %d requests, want 10", n)
+	}
+}
+
+// TestOpenRedirectLoopEndsRun: under a Resumer, the loop ends Run at once.
+func TestOpenRedirectLoopEndsRun(t *testing.T) {
+	src := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path+"x", http.StatusTemporaryRedirect)
+	})
+	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background(), func(context.Context, sse.Event) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Errorf("Run() = %v, want the redirect error", err)
+	}
+	if st := r.Stats(); st.Retried != 0 || st.Failed != 1 {
+		t.Errorf("Stats() Retried, Failed = %d, %d, want 0, 1", st.Retried, st.Failed)
 	}
 }
 
@@ -294,7 +335,7 @@ func TestRetryFloor(t *testing.T) {
 		{name: "503 asking for longer", after: 10 * time.Second, has: true},
 		{name: "a cut connection", after: 5 * time.Second, has: true},
 		{name: "clean end after retry: 0", clean: true},
-		{name: "500 with no reconnection time", after: 0},
+		{name: "500 with no reconnection time, marked by errclass.FromHTTP", after: 0, has: true},
 		{name: "a retry: longer than a Duration holds saturates", clean: true, after: math.MaxInt64, has: true},
 	}
 	for _, tt := range tests {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/sse"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -265,7 +266,7 @@ func TestOpenErrorBodyNeverSent(t *testing.T) {
 		})
 		start := time.Now()
 		_, err := src.Open(context.Background(), "")
-		var serr *sse.StatusError
+		var serr *errclass.StatusError
 		if !errors.As(err, &serr) || serr.Code != http.StatusServiceUnavailable {
 			t.Errorf("Open() = %v, want a *StatusError with code 503", err)
 		}
