@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -76,6 +77,50 @@ func BenchmarkTransactional(b *testing.B) {
 				version++
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkTransactionalPaired alternates the two, event by event, on one
+// server, and reports each one's events/s and their ratio: on a loaded
+// machine the pairing keeps the comparison fair where two runs one after the
+// other would not be.
+func BenchmarkTransactionalPaired(b *testing.B) {
+	for _, syncCommit := range []string{"on", "off"} {
+		b.Run("sync="+syncCommit, func(b *testing.B) {
+			pool := benchPool(b, syncCommit)
+			ctx := ctxFor(b)
+			s, err := postgres.NewStore(pool, "bench", cursor.Int64(), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			handle := postgres.Transactional(s, streamtest.Extract[struct{}], insertEffect)
+			if _, err := s.Load(ctx); err != nil {
+				b.Fatal(err)
+			}
+			execSQL(b, pool, "CREATE TABLE cursors (stream text PRIMARY KEY, cursor bytea NOT NULL, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",
+				"INSERT INTO cursors VALUES ('bench', '0', 1)")
+			codec := cursor.Int64()
+			var ours, theirs time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				e := event{Seq: int64(i + 1)}
+				start := time.Now()
+				if err := handle(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Save(ctx, e.Seq); err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				if err := handWritten(ctx, pool, codec, e.Seq, int64(i+1)); err != nil {
+					b.Fatal(err)
+				}
+				ours, theirs = ours+mid.Sub(start), theirs+time.Since(mid)
+			}
+			b.ReportMetric(float64(b.N)/ours.Seconds(), "transactional-events/s")
+			b.ReportMetric(float64(b.N)/theirs.Seconds(), "hand-written-events/s")
+			b.ReportMetric(theirs.Seconds()/ours.Seconds(), "ratio")
 		})
 	}
 }
