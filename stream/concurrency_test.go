@@ -645,10 +645,14 @@ func TestConcurrencyRandomFaults(t *testing.T) {
 				log := ccLog(120, 9)
 				setup := ccSetup{n: 1 + rng.IntN(8), window: 0, keys: rng.IntN(6)}
 				setup.window = setup.n + rng.IntN(3*setup.n)
-				r, tr, _ := newTracked(t, streamtest.NewSource(log, script...), setup, stream.WithCheckpointEvery(rng.IntN(4)))
+				src := streamtest.NewSource(log, script...)
+				r, tr, _ := newTracked(t, src, setup, stream.WithCheckpointEvery(rng.IntN(4)))
 				tr.finish(beats(log)...)
 				if err := r.Run(context.Background(), tr.handler(ccSleep)); err != nil {
 					t.Fatalf("Run() = %v, want nil (script %v, setup %+v)", err, script, setup)
+				}
+				if left := src.Script(); len(left) != 0 { // 12 steps of at most 9 events: all play before the log's end
+					t.Errorf("%d fault steps never played: %v", len(left), left)
 				}
 				tr.checkAllOnce(log)
 				if got := r.Cursor(); got != 120 {
