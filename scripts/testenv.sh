@@ -3,8 +3,9 @@
 # integration tests of adapters/k8s run (package adapters/k8s/internal/testenv).
 #
 # Usage:
-#   scripts/testenv.sh build   build both binaries unless already cached; print the directory
-#   scripts/testenv.sh dir     print the directory (whether or not it is built yet)
+#   scripts/testenv.sh build     build both binaries and etcdutl unless already cached; print the directory
+#   scripts/testenv.sh etcdutl   build etcdutl alone unless already cached; print the directory
+#   scripts/testenv.sh dir       print the directory (whether or not it is built yet)
 #
 # Both binaries are compiled from the Go module proxy by the nested module
 # adapters/k8s/internal/testenv/build (kube-apiserver from k8s.io/kubernetes,
@@ -14,6 +15,9 @@
 # and is what RESUMABLE_TESTENV_BIN should name when it is set by hand.
 # A stamp file (the hash of the build module's go.mod and go.sum) makes a change
 # of pinned versions rebuild; a killed build leaves no half-written binary.
+# etcdutl (the etcd adapter's snapshot-restore tests run it) comes from its own
+# module, adapters/etcd/internal/etcdutl, into the same directory with its own
+# stamp (etcdutl.stamp): a change there never rebuilds kube-apiserver or etcd.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,11 +66,50 @@ build() {
 	echo "$dir"
 }
 
+umod="$root/adapters/etcd/internal/etcdutl"
+
+etcdutl_stamp() {
+	cat "$umod/go.mod" "$umod/go.sum" | sha256sum | cut -d' ' -f1
+}
+
+etcdutl_built() {
+	[[ -x "$dir/etcdutl" && -f "$dir/etcdutl.stamp" ]] &&
+		[[ "$(cat "$dir/etcdutl.stamp")" == "$(etcdutl_stamp)" ]]
+}
+
+# build_etcdutl builds etcdutl unless built; it prints only progress, to stderr.
+build_etcdutl() {
+	mkdir -p "$dir"
+	exec 8>"$dir/.etcdutl.lock"
+	flock 8
+	if etcdutl_built; then
+		return
+	fi
+	rm -f "$dir/etcdutl.stamp"
+	local start=$SECONDS
+	echo "testenv.sh: building etcdutl into $dir" >&2
+	(
+		cd "$umod"
+		export GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0
+		go build -ldflags='-s -w' -o "$dir/.etcdutl.tmp" go.etcd.io/etcd/etcdutl/v3
+	)
+	mv -f "$dir/.etcdutl.tmp" "$dir/etcdutl"
+	etcdutl_stamp >"$dir/etcdutl.stamp"
+	echo "testenv.sh: etcdutl built in $((SECONDS - start))s" >&2
+}
+
 case "${1:-}" in
-build) build ;;
+build)
+	build
+	build_etcdutl
+	;;
+etcdutl)
+	build_etcdutl
+	echo "$dir"
+	;;
 dir) echo "$dir" ;;
 *)
-	echo "usage: $0 build|dir" >&2
+	echo "usage: $0 build|etcdutl|dir" >&2
 	exit 2
 	;;
 esac
