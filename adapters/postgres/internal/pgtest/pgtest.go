@@ -238,14 +238,46 @@ func (s *Server) CreateDB(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		err := s.Exec(context.Background(),
-			"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '"+name+"' AND NOT active",
-			"DROP DATABASE "+name+" WITH (FORCE)")
-		if err != nil {
+		if err := s.dropDB(name); err != nil {
 			t.Errorf("drop database %s: %v", name, err)
 		}
 	})
 	return s.DBDSN(name)
+}
+
+// dropDB drops the database name with its replication slots: a slot's
+// walsender may still hold it for a moment after its client has gone, so
+// the walsenders are terminated and the drop polled, within Timeout.
+func (s *Server) dropDB(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	defer conn.Close(context.Background())
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := conn.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL", name)
+		if err == nil {
+			_, err = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active", name)
+		}
+		left := -1
+		if err == nil {
+			err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = $1", name).Scan(&left)
+		}
+		if err == nil && left == 0 {
+			if _, err = conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgtest: %w", err)
+		case <-tick.C:
+		}
+	}
 }
 
 // Exec runs each statement on the database postgres as the superuser, one
