@@ -254,9 +254,9 @@ func ExampleTokens() {
 		items []string
 		next  string
 	}{
-		"":        {items: []string{"a", "b"}, next: "tok-2"},
-		"tok-2":   {items: []string{"c"}, next: "tok-3"},
-		"tok-3":   {}, // nothing more for now
+		"":      {items: []string{"a", "b"}, next: "tok-2"},
+		"tok-2": {items: []string{"c"}, next: "tok-3"},
+		"tok-3": {}, // nothing more for now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
