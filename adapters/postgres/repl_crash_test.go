@@ -389,6 +389,7 @@ func TestReplCrash(t *testing.T) {
 		t.Fatalf("SIGTERM: graceful %t, exit %v\n%s", graceful, err, childproc.Tail(stderr, 20))
 	}
 	check("at the end")
+	t.Logf("%d transactions, %d changes handled, %d lines (one per change, and a redelivery after some kills)", len(txs), len(uniq), len(readHandled(t, stdout)))
 
 	// Group the changes by transaction: the writer's, in commit order.
 	var got [][]crashChange
@@ -433,9 +434,6 @@ func crashVerify(t testing.TB, lines []handledLine, kills int) []handledLine {
 		default:
 			t.Fatalf("line %d: change %v after %v: out of order", i+1, pos, last)
 		}
-	}
-	if testing.Verbose() && len(lines) > 0 {
-		t.Logf("%d lines, %d changes, %d redelivered", len(lines), len(uniq), reps)
 	}
 	if reps > kills {
 		t.Fatalf("%d changes redelivered after %d kills, want at most one per kill", reps, kills)

@@ -33,7 +33,40 @@ func replSetup(t testing.TB, dsn string) string {
 		"CREATE PUBLICATION pub FOR TABLE items",
 		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')",
 	)
+	// Before the database is dropped: the walsender of the last stream
+	// lets the slot go a moment after the stream closed its connection.
+	t.Cleanup(func() { awaitInactive(t, dsn, slot) })
 	return slot
+}
+
+// awaitInactive waits until no connection uses slot (or it is gone). It
+// runs in cleanups too, after t's context ended.
+func awaitInactive(t testing.TB, dsn, slot string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var active bool
+		err = conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		conn.Close(context.Background())
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && !active):
+			return
+		case err != nil:
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("slot %s still active: %v", slot, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // replExec runs each statement on dsn, in order, on one connection.
