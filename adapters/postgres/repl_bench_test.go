@@ -128,7 +128,7 @@ func BenchmarkReplThroughput(b *testing.B) {
 	const rows = 100_000
 	dsn, slot := benchSlot(b, rows, 1000)
 	read := map[string]func(){
-		"source":   func() { sourceRead(b, dsn, slot, rows, nil) },
+		"source":    func() { sourceRead(b, dsn, slot, rows, nil) },
 		"pglogrepl": func() { plainRead(b, dsn, slot, rows) },
 	}
 	for _, name := range []string{"source", "pglogrepl", "source", "pglogrepl"} {
