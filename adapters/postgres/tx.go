@@ -73,18 +73,21 @@ func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 	var seq backoff.Sequence // made at the first retry: the common path allocates none
 	for attempts := 1; ; attempts++ {
 		retry, err := attempt(ctx, s, enc, fn, event)
-		if err == nil || !retry || ctx.Err() != nil {
+		if err == nil || !retry {
 			return err
 		}
-		if seq == nil {
-			seq = s.retry.NewSequence()
+		if ctx.Err() == nil {
+			if seq == nil {
+				seq = s.retry.NewSequence()
+			}
+			d, ok := seq.Next()
+			if !ok {
+				return fmt.Errorf("postgres: the transaction of stream %q failed %d times: %w", s.name, attempts, err)
+			}
+			wait(ctx, d)
 		}
-		d, ok := seq.Next()
-		if !ok {
-			return fmt.Errorf("postgres: the transaction of stream %q failed %d times: %w", s.name, attempts, err)
-		}
-		if werr := wait(ctx, d); werr != nil {
-			return fmt.Errorf("postgres: waiting to retry the transaction of stream %q after %v: %w", s.name, err, werr)
+		if ctx.Err() != nil {
+			return fmt.Errorf("postgres: retrying the transaction of stream %q after %v: %w", s.name, err, ctx.Err())
 		}
 	}
 }
@@ -155,14 +158,12 @@ func retryable(err error, connLost bool) bool {
 	return connLost || errors.As(err, &connect) || pgconn.SafeToRetry(err)
 }
 
-// wait waits d, or returns ctx's error when ctx ends first.
-func wait(ctx context.Context, d time.Duration) error {
+// wait waits d, or until ctx ends.
+func wait(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
 	case <-t.C:
-		return nil
 	}
 }

@@ -1,0 +1,211 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/stream/streamtest"
+)
+
+// cutProxy forwards TCP connections to a PostgreSQL server. Once armed, it
+// passes the next COMMIT (a simple-protocol query) to the server, reads the
+// server's reply, and closes the connection without passing the reply on:
+// the commit happened, and the client cannot know it.
+type cutProxy struct {
+	l      net.Listener
+	target string
+	armed  atomic.Bool
+	fired  chan struct{} // closed when a reply was cut
+	once   sync.Once
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{l: l, target: target, fired: make(chan struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *cutProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, client, server)
+		p.mu.Unlock()
+		var cut atomic.Bool // the reply to come is a commit's, to be dropped
+		p.wg.Add(2)
+		go func() { // client → server
+			defer p.wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					if p.armed.Load() && bytes.Contains(buf[:n], []byte("commit\x00")) {
+						p.armed.Store(false)
+						cut.Store(true)
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil {
+						err = werr
+					}
+				}
+				if err != nil {
+					server.Close()
+					return
+				}
+			}
+		}()
+		go func() { // server → client
+			defer p.wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 && cut.Load() {
+					client.Close()
+					server.Close()
+					p.once.Do(func() { close(p.fired) })
+					return
+				}
+				if n > 0 {
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						err = werr
+					}
+				}
+				if err != nil {
+					client.Close()
+					return
+				}
+			}
+		}()
+	}
+}
+
+func (p *cutProxy) close() {
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestTransactionalLostCommitReply loses the reply to a COMMIT that the
+// server applied: the retry finds the row holding that very write and does
+// not handle the event again.
+func TestTransactionalLostCommitReply(t *testing.T) {
+	dsn := newDB(t)
+	direct, _ := newPool(t, dsn)
+	setupEffects(t, direct)
+	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
+	p := newCutProxy(t, host)
+	pool, count := newPool(t, strings.Replace(dsn, host, "127.0.0.1:"+strconv.Itoa(p.port()), 1))
+	s := newStore(t, pool, "s")
+	load(t, s)
+	var calls atomic.Int32
+	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
+		if calls.Add(1) == 1 {
+			p.armed.Store(true)
+		}
+		return insertEffect(ctx, tx, e)
+	})
+	if err := handle(ctxFor(t), ev(1)); err != nil {
+		t.Fatalf("handle() = %v", err)
+	}
+	select {
+	case <-p.fired:
+	default:
+		t.Fatalf("the proxy cut no commit reply")
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("fn called %d times, want 1: the commit had landed", got)
+	}
+	if got, dups := effects(t, direct, "effects"); got != want(1) || len(dups) != 0 {
+		t.Errorf("effects = %s, duplicates %v; want %s", got, dups, want(1))
+	}
+	before := count.n.Load()
+	save(t, s, 1)
+	if got := count.n.Load() - before; got != 0 {
+		t.Errorf("Save() of the adopted cursor sent %d statements, want 0", got)
+	}
+	if err := handle(ctxFor(t), ev(2)); err != nil {
+		t.Fatalf("handle(2) = %v", err)
+	}
+	if got := load(t, newStore(t, direct, "s")); got != 2 {
+		t.Errorf("stored cursor = %d, want 2", got)
+	}
+}
+
+// TestTransactionalRetryWaitEndsWithContext cancels the context while a
+// retry is due in a century: the handler returns the context's error at once.
+func TestTransactionalRetryWaitEndsWithContext(t *testing.T) {
+	pool, _ := newPool(t, newDB(t))
+	setupEffects(t, pool)
+	s := newStore(t, pool, "s", postgres.WithTxRetry(backoff.Constant(1<<62)))
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
+		cancel() // before the wait: it must not begin its century
+		return &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+	})
+	err := handle(ctx, ev(1))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("handle() = %v, want context.Canceled", err)
+	}
+}
+
+// TestConcurrencyRefused: a stream running handlers concurrently refuses a
+// Store whose cursor is committed in the handler.
+func TestConcurrencyRefused(t *testing.T) {
+	pool, _ := newPool(t, newDB(t))
+	s := newStore(t, pool, "s")
+	handle := postgres.Transactional(s, streamtest.Extract[struct{}], insertEffect)
+	r, err := stream.New(streamtest.NewSource(make([]struct{}, 3)), streamtest.Extract[struct{}], s, stream.WithConcurrency(2))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if err := r.Run(ctxFor(t), handle); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("Run() with WithConcurrency(2) = %v, want ErrInvalidOption", err)
+	}
+	r, err = stream.New(streamtest.NewSource(make([]struct{}, 3)), streamtest.Extract[struct{}], s, stream.WithConcurrency(1))
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
+	if err := r.Run(ctxFor(t), handle); err != nil {
+		t.Errorf("Run() with WithConcurrency(1) = %v, want nil", err)
+	}
+}
