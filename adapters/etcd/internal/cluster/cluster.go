@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -75,6 +76,7 @@ func Skip(t testing.TB) string {
 type Cluster struct {
 	bin     string
 	dir     string
+	initial string // --initial-cluster
 	members []*member
 }
 
@@ -103,9 +105,10 @@ func Start(t testing.TB, n int) *Cluster {
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"="+peerURL(m.peer))
 	}
+	c.initial = strings.Join(initial, ",")
 	t.Cleanup(func() { c.cleanup(t) })
 	for i := range c.members {
-		c.startMember(t, i, strings.Join(initial, ","))
+		c.startMember(t, i)
 	}
 	for i := range c.members {
 		c.awaitHealthy(t, i)
@@ -187,22 +190,92 @@ func (c *Cluster) Kill(t testing.TB, i int) {
 }
 
 // Restart starts member i again on its ports and data, and waits until it
-// is healthy.
+// is healthy. A member whose data was wiped ([Cluster.Wipe]) starts afresh
+// with the flags it first started with: a one-member cluster comes back
+// with the same cluster ID, at revision 1.
 func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
 	if c.members[i].proc != nil {
 		t.Fatalf("cluster: Restart(%d): still running", i)
 	}
-	c.startMember(t, i, "")
+	c.startMember(t, i)
 	c.awaitHealthy(t, i)
 }
 
-func (c *Cluster) startMember(t testing.TB, i int, initial string) {
+// Wipe deletes the data directory of member i, which must not be running.
+func (c *Cluster) Wipe(t testing.TB, i int) {
+	t.Helper()
+	if c.members[i].proc != nil {
+		t.Fatalf("cluster: Wipe(%d): still running", i)
+	}
+	if err := os.RemoveAll(c.dataDir(i)); err != nil {
+		t.Fatalf("cluster: Wipe(%d): %v", i, err)
+	}
+}
+
+// Snapshot saves a snapshot of member i's data (as etcdctl snapshot save
+// does) to a new file in the test's directory, and returns its path.
+func (c *Cluster) Snapshot(t testing.TB, i int) string {
+	t.Helper()
+	cl := c.Client(t, c.Endpoint(i))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	resp, err := cl.SnapshotWithVersion(ctx)
+	if err != nil {
+		t.Fatalf("cluster: snapshot of %s: %v", c.members[i].name, err)
+	}
+	defer resp.Snapshot.Close()
+	f, err := os.CreateTemp(c.dir, c.members[i].name+"-*.snapshot")
+	if err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Snapshot); err != nil {
+		t.Fatalf("cluster: snapshot of %s: %v", c.members[i].name, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("cluster: %v", err)
+	}
+	return f.Name()
+}
+
+// Restore replaces the data of member i, which must not be running, with
+// snapshot, restored by etcdutl snapshot restore with the member's own
+// flags (name, peer URL, cluster and token), as an operator restoring a
+// backup in place would: the cluster keeps its ID. It skips t when there
+// is no etcdutl binary next to the etcd one. Start the member with
+// [Cluster.Restart].
+func (c *Cluster) Restore(t testing.TB, i int, snapshot string) {
+	t.Helper()
+	bin := filepath.Join(BinDir(), "etcdutl")
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+		t.Skipf("cluster: no etcdutl binary at %s: run scripts/testenv.sh etcdutl, or set %s", bin, EnvBin)
+	}
+	c.Wipe(t, i)
+	m := c.members[i]
+	cmd := exec.Command(bin, "snapshot", "restore", snapshot,
+		"--data-dir="+c.dataDir(i),
+		"--name="+m.name,
+		"--initial-cluster="+c.initial,
+		"--initial-cluster-token="+clusterToken,
+		"--initial-advertise-peer-urls="+peerURL(m.peer))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cluster: etcdutl snapshot restore: %v\n%s", err, out)
+	}
+}
+
+// clusterToken is the members' --initial-cluster-token.
+const clusterToken = "resumable-test"
+
+func (c *Cluster) dataDir(i int) string { return filepath.Join(c.dir, c.members[i].name) }
+
+func (c *Cluster) startMember(t testing.TB, i int) {
 	t.Helper()
 	m := c.members[i]
 	args := []string{
 		"--name=" + m.name,
-		"--data-dir=" + filepath.Join(c.dir, m.name),
+		"--data-dir=" + c.dataDir(i),
 		"--listen-client-urls=" + clientURL(m.client),
 		"--advertise-client-urls=" + clientURL(m.client),
 		"--listen-peer-urls=" + peerURL(m.peer),
@@ -210,9 +283,10 @@ func (c *Cluster) startMember(t testing.TB, i int, initial string) {
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 		"--watch-progress-notify-interval=" + ProgressInterval.String(),
-	}
-	if initial != "" {
-		args = append(args, "--initial-cluster="+initial, "--initial-cluster-state=new", "--initial-cluster-token=resumable-test")
+		// Ignored once the data directory exists.
+		"--initial-cluster=" + c.initial,
+		"--initial-cluster-state=new",
+		"--initial-cluster-token=" + clusterToken,
 	}
 	log := filepath.Join(c.dir, m.name+".log")
 	p, err := childproc.Start(m.name, c.bin, args, log, log)
