@@ -80,8 +80,8 @@ func WithIsolation(level pgx.TxIsoLevel) StoreOption {
 // WithTxRetry sets the delays between the attempts [Transactional] makes at
 // one event when a transaction fails with a serialization failure or
 // deadlock (SQLSTATE 40001, 40P01) or loses its connection; the attempts end
-// when p's sequence gives up. Default: [DefaultTxRetry]. A nil p makes one
-// attempt only.
+// when p's sequence gives up. Default: up to 9 retries, jittered exponential
+// delays from 5ms to at most 1s. A nil p makes one attempt only.
 func WithTxRetry(p backoff.Policy) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
 		if p == nil {
@@ -91,9 +91,8 @@ func WithTxRetry(p backoff.Policy) StoreOption {
 	})
 }
 
-// DefaultTxRetry is the default of [WithTxRetry]: up to 9 retries, jittered
-// exponential delays from 5ms to at most 1s.
-var DefaultTxRetry = backoff.Exponential(
+// defaultTxRetry is the default of WithTxRetry.
+var defaultTxRetry = backoff.Exponential(
 	backoff.WithInitialInterval(5*time.Millisecond),
 	backoff.WithMaxInterval(time.Second),
 	backoff.WithMaxRetries(9),

@@ -84,7 +84,7 @@ func newStatements(table []string) statements {
 // trip. It returns an error matching [ErrInvalid] for a nil pool or codec,
 // an empty name or a bad option.
 func NewStore[C any](pool *pgxpool.Pool, name string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
-	cfg := storeConfig{table: []string{DefaultTable}, retry: DefaultTxRetry}
+	cfg := storeConfig{table: []string{DefaultTable}, retry: defaultTxRetry}
 	for _, o := range opts {
 		if o != nil {
 			o.applyStore(&cfg)
@@ -202,7 +202,7 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 		return fmt.Errorf("postgres: saving the cursor of stream %q: %w", s.name, err)
 	}
 	if next != 0 {
-		s.version, s.last = next, enc
+		s.version, s.last, s.pending = next, enc, nil
 	}
 	return nil
 }

@@ -34,7 +34,8 @@ import (
 // A row written by another process gives an error matching
 // [ErrCursorChanged], marked [errclass.Permanent].
 //
-// fn must do its work through tx only and must not commit or roll it back.
+// fn must do its work through tx only, must not commit or roll it back, and
+// must not call s (the Store is busy with the transaction).
 // Transactional marks s as committing in the handler
 // ([Store.CommitsInHandler]): a stream refuses to run such a handler
 // concurrently. The handler's calls run one at a time. A nil s, extract or
@@ -123,7 +124,7 @@ func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(con
 		return retryable(err, tx.Conn().IsClosed()), fmt.Errorf("postgres: committing the transaction of stream %q: %w", s.name, err)
 	}
 	done = true
-	s.version, s.last = next, enc
+	s.version, s.last, s.pending = next, enc, nil
 	return false, nil
 }
 

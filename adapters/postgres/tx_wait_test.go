@@ -25,7 +25,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestDefaultTxRetry(t *testing.T) {
-	seq := DefaultTxRetry.NewSequence()
+	seq := defaultTxRetry.NewSequence()
 	retries := 0
 	for {
 		d, ok := seq.Next()
@@ -37,10 +37,10 @@ func TestDefaultTxRetry(t *testing.T) {
 		}
 		retries++
 		if retries > 100 {
-			t.Fatalf("DefaultTxRetry never gives up")
+			t.Fatalf("defaultTxRetry never gives up")
 		}
 	}
 	if retries != 9 {
-		t.Errorf("DefaultTxRetry gave %d retries, want 9", retries)
+		t.Errorf("defaultTxRetry gave %d retries, want 9", retries)
 	}
 }
