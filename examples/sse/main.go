@@ -1,13 +1,14 @@
 // Command sse wraps a Server-Sent Events stream with a stream.Resumer.
 //
-// It starts an HTTP server on the loopback interface that publishes a
-// numbered event stream and misbehaves on purpose: it drops connections at
-// random, sometimes in the middle of an event; it answers 503 Service
-// Unavailable now and then (once with Retry-After: 1); it sets the
-// reconnection time with retry:; it sends heartbeat comments that carry no
-// event; it varies line endings (LF, CRLF, CR) and sometimes starts with a
-// byte order mark. Once every event is published it answers 204 No Content,
-// which ends the stream for good.
+// By default it starts an HTTP server on the loopback interface that
+// publishes a numbered event stream and misbehaves on purpose: it drops
+// connections at random, sometimes in the middle of an event; it answers
+// 503 Service Unavailable now and then (once with Retry-After: 1); it sets
+// the reconnection time with retry:; it sends heartbeat comments that carry
+// no event, one before anything else on every connection (so before the
+// first id of the stream); it varies line endings (LF, CRLF, CR) and
+// sometimes starts with a byte order mark. Once every event is published it
+// answers 204 No Content, which ends the stream for good.
 //
 // The client is an [sse.Source] (package adapters/sse): each Open is an HTTP
 // GET that sends the committed cursor as Last-Event-ID. The command prints
@@ -15,9 +16,15 @@
 // every event arrived exactly once and in order, and exits with status 1 if
 // not.
 //
+// With -state FILE the cursor is kept in FILE (a cursor.File with the
+// cursor.String codec, which stores any event ID, the empty one included),
+// so a run that was killed resumes after the last event it handled; with
+// -url URL it consumes that event stream instead of its own server, and
+// prints its events until the stream ends (204) or it is interrupted.
+//
 // Usage:
 //
-//	go run ./examples/sse [-events 100] [-seed 1]
+//	go run ./examples/sse [-events 100] [-seed 1] [-state FILE] [-url URL]
 package main
 
 import (
@@ -33,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/resumable-go/resumable/adapters/sse"
@@ -42,7 +50,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "sse:", err)
@@ -57,6 +65,8 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 	fs.SetOutput(out)
 	total := fs.Int("events", 100, "how many events the server publishes")
 	seed := fs.Uint64("seed", 1, "seed of the server's misbehaviour")
+	state := fs.String("state", "", "keep the cursor (the last event ID) in this file, to resume after a restart")
+	url := fs.String("url", "", "consume this event stream instead of the program's own server")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,12 +74,25 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 		return fmt.Errorf("-events %d: want at least 1", *total)
 	}
 
-	pub := &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
-	srv := httptest.NewServer(pub) // on a loopback port
-	defer srv.Close()              // also closes the client's idle connections
+	store, err := newStore(*state)
+	if err != nil {
+		return err
+	}
+	last, err := store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "starting after id %q\n", last)
 
-	src := &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
-	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""),
+	src := &sse.Source{URL: *url}
+	var pub *publisher
+	if *url == "" {
+		pub = &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
+		srv := httptest.NewServer(pub) // on a loopback port
+		defer srv.Close()              // also closes the client's idle connections
+		src = &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
+	}
+	r, err := stream.New(src, sse.EventID, store,
 		stream.WithIdleTimeout(time.Second), // heartbeats (comment lines) count as activity
 		stream.WithBackoff(backoff.Exponential(
 			backoff.WithInitialInterval(10*time.Millisecond),
@@ -86,8 +109,25 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	if pub == nil {
+		err := r.Run(ctx, func(_ context.Context, ev sse.Event) error {
+			fmt.Fprintf(out, "event %s (%s): %q\n", ev.ID, ev.Type, ev.Data)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("the stream failed: %w", err)
+		}
+		fmt.Fprintln(out, "the stream ended")
+		return nil
+	}
 
 	check := checker{total: *total}
+	if last != "" {
+		if check.next, err = strconv.Atoi(last); err != nil {
+			return fmt.Errorf("-state %s: the cursor %q is not an event of this program's server", *state, last)
+		}
+	}
+	first := check.next + 1
 	if err := r.Run(ctx, func(_ context.Context, ev sse.Event) error {
 		fmt.Fprintf(out, "event %s (%s): %q\n", ev.ID, ev.Type, ev.Data)
 		check.add(ev)
@@ -99,9 +139,25 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 		return err
 	}
 	st := r.Stats()
-	fmt.Fprintf(out, "ok: all %d events arrived exactly once and in order, over %d connections (the server answered 503 %d times)\n",
-		*total, st.Opens, pub.refused())
+	if first == 1 {
+		fmt.Fprintf(out, "ok: all %d events arrived exactly once and in order, over %d connections (the server answered 503 %d times)\n",
+			*total, st.Opens, pub.refused())
+	} else {
+		fmt.Fprintf(out, "ok: events %d to %d arrived exactly once and in order, over %d connections (the server answered 503 %d times)\n",
+			first, *total, st.Opens, pub.refused())
+	}
 	return nil
+}
+
+// newStore returns the cursor store: in memory, or, with -state, a file
+// that holds the last event ID as a line of text. cursor.String stores any
+// ID, the empty one included: the cursor is "" until the first id: arrives
+// (a heartbeat before it commits ""), and an empty id: resets it to "".
+func newStore(state string) (cursor.Store[string], error) {
+	if state == "" {
+		return cursor.NewMemory(""), nil
+	}
+	return cursor.NewFile(state, "", cursor.String())
 }
 
 // payload is the data of event n, two lines long.
@@ -143,6 +199,7 @@ func (c *checker) verify() error {
 type publisher struct {
 	total int
 	pace  time.Duration
+	sent  func(n int) // if set, called once event n was written and flushed
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -215,6 +272,16 @@ func (p *publisher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if pl.bom {
 		b.WriteString("\uFEFF")
 	}
+	// A heartbeat before anything else: on a first connection, it comes
+	// before the stream's first id.
+	b.WriteString(": hello" + pl.eol)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	b.Reset()
 	b.WriteString("retry: 15" + pl.eol + pl.eol) // a retry-only block: no event
 	tick := time.NewTicker(p.pace)
 	defer tick.Stop()
@@ -230,6 +297,9 @@ func (p *publisher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.Reset()
 		if err := rc.Flush(); err != nil {
 			return
+		}
+		if p.sent != nil {
+			p.sent(last)
 		}
 		select {
 		case <-r.Context().Done():

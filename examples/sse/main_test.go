@@ -1,18 +1,27 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/adapters/sse"
+	"github.com/resumable-go/resumable/internal/childproc"
 	"github.com/resumable-go/resumable/internal/testio"
 )
 
@@ -96,4 +105,125 @@ func TestRunCancelled(t *testing.T) {
 	if err := run(ctx, io.Discard, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("run(cancelled) = %v, want %v", err, context.Canceled)
 	}
+}
+
+// TestStateSurvivesKill runs the program as a child process with -state
+// against a server of this test (the program's own publisher, misbehaving
+// as usual), kills it with SIGKILL several times in the middle of the
+// stream, then lets a last run reach the end (204). Across the runs every
+// event must have been handled: none lost, though some are handled twice.
+// The stream starts from the empty cursor, with a heartbeat before the
+// first id.
+func TestStateSurvivesKill(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "sse")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	const total = 300
+	kills := []int{20, 70, 120, 170, 220}
+
+	var mu sync.Mutex
+	var target int
+	var reached chan struct{} // closed once the server sent event target
+	pub := &publisher{total: total, pace: time.Millisecond, rng: rand.New(rand.NewPCG(7, 0)),
+		sent: func(n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if reached != nil && n >= target {
+				close(reached)
+				reached = nil
+			}
+		},
+	}
+	srv := httptest.NewServer(pub)
+	defer srv.Close()
+
+	state := filepath.Join(dir, "cursor")
+	stdout := filepath.Join(dir, "out")
+	args := []string{"-url", srv.URL + "/events", "-state", state}
+	for i, k := range kills {
+		ch := make(chan struct{})
+		mu.Lock()
+		target, reached = k, ch
+		mu.Unlock()
+		p, err := childproc.Start("sse", bin, args, stdout, stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-p.Done():
+			t.Fatalf("run %d ended before the server sent event %d:\n%s", i+1, k, childproc.Tail(stdout, 20))
+		case <-time.After(time.Minute):
+			p.Kill()
+			t.Fatalf("run %d: the server did not send event %d within a minute:\n%s", i+1, k, childproc.Tail(stdout, 20))
+		}
+		p.Kill() // SIGKILL
+		var exit *exec.ExitError
+		if _, err := p.Exited(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("run %d ended with %v, want killed by SIGKILL", i+1, err)
+		}
+	}
+	mu.Lock()
+	reached = nil
+	mu.Unlock()
+	p, err := childproc.Start("sse", bin, args, stdout, stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(time.Minute); err != nil {
+		p.Kill()
+		t.Fatalf("the last run: %v, want exit status 0\n%s", err, childproc.Tail(stdout, 20))
+	}
+
+	seen, starts, lines := readRuns(t, stdout)
+	t.Logf("%d events handled %d times over %d runs; runs started: %q", total, lines, len(starts), starts)
+	var lost []int
+	for n := 1; n <= total; n++ {
+		if !seen[n] {
+			lost = append(lost, n)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("events lost across %d kills: %v", len(kills), lost)
+	}
+	if len(starts) != len(kills)+1 || starts[0] != `starting after id ""` {
+		t.Errorf("runs started %q, want %d runs, the first from the empty cursor", starts, len(kills)+1)
+	}
+	if data, err := os.ReadFile(state); err != nil || string(data) != strconv.Itoa(total)+"\n" {
+		t.Errorf("state file holds %q (%v), want %q", data, err, strconv.Itoa(total)+"\n")
+	}
+}
+
+// readRuns reads the output of the runs: the events handled, the line each
+// run started with, and how many event lines there were.
+func readRuns(t *testing.T, path string) (seen map[int]bool, starts []string, lines int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen = map[int]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "starting after id ") {
+			starts = append(starts, line)
+		}
+		if rest, ok := strings.CutPrefix(line, "event "); ok {
+			id, _, _ := strings.Cut(rest, " ")
+			n, err := strconv.Atoi(id)
+			if err != nil {
+				t.Fatalf("output line %q: %v", line, err)
+			}
+			seen[n] = true
+			lines++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return seen, starts, lines
 }
