@@ -80,8 +80,11 @@ func WithIsolation(level pgx.TxIsoLevel) StoreOption {
 // WithTxRetry sets the delays between the attempts [Transactional] makes at
 // one event when a transaction fails with a serialization failure or
 // deadlock (SQLSTATE 40001, 40P01) or loses its connection; the attempts end
-// when p's sequence gives up. Default: up to 9 retries, jittered exponential
-// delays from 5ms to at most 1s. A nil p makes one attempt only.
+// when p's sequence gives up. Default: up to 20 retries, jittered
+// exponential delays from 5ms to at most 2s (about 15s in all: a server
+// restart). A nil p makes one attempt only. When the retries give up, the
+// error ends Run like any handler error, unless the Resumer retries its
+// handler (stream.WithHandlerRetry).
 func WithTxRetry(p backoff.Policy) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
 		if p == nil {
@@ -94,8 +97,8 @@ func WithTxRetry(p backoff.Policy) StoreOption {
 // defaultTxRetry is the default of WithTxRetry.
 var defaultTxRetry = backoff.Exponential(
 	backoff.WithInitialInterval(5*time.Millisecond),
-	backoff.WithMaxInterval(time.Second),
-	backoff.WithMaxRetries(9),
+	backoff.WithMaxInterval(2*time.Second),
+	backoff.WithMaxRetries(20),
 )
 
 // noRetry is a policy whose sequences give up at once.

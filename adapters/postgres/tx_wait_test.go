@@ -32,15 +32,15 @@ func TestDefaultTxRetry(t *testing.T) {
 		if !ok {
 			break
 		}
-		if d <= 0 || d > time.Second {
-			t.Errorf("delay %d = %v, want in (0, 1s]", retries, d)
+		if d <= 0 || d > 2*time.Second {
+			t.Errorf("delay %d = %v, want in (0, 2s]", retries, d)
 		}
 		retries++
 		if retries > 100 {
 			t.Fatalf("defaultTxRetry never gives up")
 		}
 	}
-	if retries != 9 {
-		t.Errorf("defaultTxRetry gave %d retries, want 9", retries)
+	if retries != 20 {
+		t.Errorf("defaultTxRetry gave %d retries, want 20", retries)
 	}
 }
