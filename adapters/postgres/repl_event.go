@@ -32,10 +32,21 @@ const (
 	// is committed and it is never handed to a handler ([Extract] reports it
 	// as [cursor.ProgressOnly]).
 	Progress
+	// ResyncStart opens a resync's replay (see [Resync]): the stream's
+	// cursor belonged to another history, changes since it may be lost,
+	// and the Snapshot events up to the ResyncEnd are the published tables
+	// as of the position of its Cursor.
+	ResyncStart
+	// Snapshot is a row of a published table in a resync's replay: New
+	// holds it, Relation names its table.
+	Snapshot
+	// ResyncEnd closes a resync's replay; the stream goes on with the
+	// changes committed after the position of its Cursor.
+	ResyncEnd
 )
 
 // String returns the operation's SQL name (INSERT, UPDATE, DELETE,
-// TRUNCATE) or PROGRESS.
+// TRUNCATE), or PROGRESS, RESYNC-START, SNAPSHOT, RESYNC-END.
 func (o Op) String() string {
 	switch o {
 	case Insert:
@@ -48,11 +59,18 @@ func (o Op) String() string {
 		return "TRUNCATE"
 	case Progress:
 		return "PROGRESS"
+	case ResyncStart:
+		return "RESYNC-START"
+	case Snapshot:
+		return "SNAPSHOT"
+	case ResyncEnd:
+		return "RESYNC-END"
 	}
 	return "OP(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Event is one change of a published table, or a [Progress] position.
+// Event is one change of a published table, a [Progress] position, or a
+// part of a resync's replay ([ResyncStart], [Snapshot], [ResyncEnd]).
 //
 // Every change of a transaction carries the transaction's commit LSN and
 // its index within the transaction, from 0, in the order the server sends

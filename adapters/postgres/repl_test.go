@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -447,4 +448,81 @@ func dropSlot(t *testing.T, dsn, slot string) {
 		_, err = conn.Exec(ctxFor(t), "SELECT pg_drop_replication_slot($1)", slot)
 		return err == nil // "is active" until the walsender has exited
 	})
+}
+
+func TestReplResync(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 5) g")
+	store := cursor.NewMemory(postgres.Cursor{})
+	if _, err := replRun(t, dsn, slot, store, 2); err != nil {
+		t.Fatal(err)
+	}
+	// The slot is recreated; meanwhile rows change, one is deleted.
+	dropSlot(t, dsn, slot)
+	replExec(t, dsn,
+		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')",
+		"UPDATE items SET v = 9 WHERE id = 2",
+		"DELETE FROM items WHERE id = 4",
+		"INSERT INTO items (id) SELECT g FROM generate_series(6, 12) g")
+
+	src, err := postgres.NewSource(dsn, slot, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resyncs []stream.ResyncEvent[postgres.Cursor]
+	r, err := postgres.NewResumer(src, store,
+		stream.WithResync(postgres.Resync(src, 3)),
+		stream.WithHooks(stream.Hooks[postgres.Cursor]{OnResync: func(e stream.ResyncEvent[postgres.Cursor]) { resyncs = append(resyncs, e) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		ops  []string
+		rows []string
+		end  postgres.Cursor
+	)
+	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+		ops = append(ops, ev.Op.String())
+		switch ev.Op {
+		case postgres.Snapshot:
+			id, _ := ev.New.Get("id")
+			v, _ := ev.New.Get("v")
+			rows = append(rows, fmt.Sprintf("%s %s=%s", ev.Relation, id, v))
+		case postgres.ResyncEnd:
+			end = ev.Cursor
+			// Committed after the snapshot: streamed after the replay.
+			replExec(t, dsn, "INSERT INTO items (id) VALUES (13)")
+		case postgres.Insert:
+			rows = append(rows, line(ev))
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	wantOps := "RESYNC-START" + strings.Repeat(" SNAPSHOT", 11) + " RESYNC-END INSERT"
+	if got := strings.Join(ops, " "); got != wantOps {
+		t.Fatalf("events %s, want %s", got, wantOps)
+	}
+	snap := rows[:11]
+	slices.Sort(snap)
+	want := []string{"public.items 2=9"} // updated; 4 deleted
+	for _, id := range []int{1, 3, 5, 6, 7, 8, 9, 10, 11, 12} {
+		want = append(want, fmt.Sprintf("public.items %d=0", id))
+	}
+	slices.Sort(want)
+	if !slices.Equal(snap, want) {
+		t.Fatalf("replayed %q, want %q", snap, want)
+	}
+	if !strings.HasPrefix(rows[11], "public.items INSERT 13 ") {
+		t.Fatalf("after the replay: %q, want the insert of 13", rows[11])
+	}
+	if len(resyncs) != 1 || resyncs[0].Replayed != 13 || resyncs[0].To != end || end.Index != -1 || end.Slot != slot {
+		t.Fatalf("resyncs %+v, want one of 13 events to %v", resyncs, end)
+	}
+	if !errors.Is(resyncs[0].Cause, stream.ErrSourceChanged) {
+		t.Fatalf("resync cause %v, want ErrSourceChanged", resyncs[0].Cause)
+	}
 }

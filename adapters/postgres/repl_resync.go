@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/stream"
+)
+
+// defaultResyncPage is the number of rows a resync fetches at a time
+// unless told otherwise.
+const defaultResyncPage = 1000
+
+// Resync returns the [stream.ResyncFunc] of a stream of src, to install
+// with stream.WithResync when the stream should rebuild its state rather
+// than stop after [stream.ErrSourceChanged] (a recreated slot, a replaced
+// or restored server). It is not installed by [NewResumer]: it drops the
+// stream's slot.
+//
+// It drops the slot if it exists (waiting for a consumer still using it
+// to let it go), creates it again, and in the same transaction, at the
+// snapshot of the slot's start, reads every table the publication
+// publishes, pageSize rows at a time (1000 when pageSize ≤ 0), delivering
+// a [ResyncStart], a [Snapshot] event per row and a [ResyncEnd]. The stream
+// then goes on from the slot's start. Rows deleted in the gap are not
+// replayed: drop what the replay lacks. Nothing is held beyond one page.
+func Resync(src *Source, pageSize int) stream.ResyncFunc[Event, Cursor] {
+	if pageSize <= 0 {
+		pageSize = defaultResyncPage
+	}
+	return func(ctx context.Context, _ error, emit func(Event) error) (Cursor, error) {
+		pg, err := pgconn.ConnectConfig(ctx, src.cfg)
+		if err != nil {
+			return Cursor{}, classify(fmt.Errorf("postgres: resync: connecting: %w", err))
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			defer cancel()
+			_ = pg.Close(cctx)
+		}()
+		c, err := src.resync(ctx, pg, pageSize, emit)
+		if err != nil {
+			return Cursor{}, classify(err)
+		}
+		return c, nil
+	}
+}
+
+// resync recreates the slot and replays the published tables at its start.
+func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, emit func(Event) error) (Cursor, error) {
+	sys, err := pglogrepl.IdentifySystem(ctx, pg)
+	if err != nil {
+		return Cursor{}, fmt.Errorf("postgres: resync: IDENTIFY_SYSTEM: %w", err)
+	}
+	st, found, err := s.slotState(ctx, pg)
+	if err != nil {
+		return Cursor{}, err
+	}
+	if found {
+		if err := st.check(s.slot, sys.DBName, Cursor{}); err != nil {
+			return Cursor{}, err // not a slot of ours to drop
+		}
+		if err := pglogrepl.DropReplicationSlot(ctx, pg, s.slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil {
+			return Cursor{}, fmt.Errorf("postgres: resync: dropping slot %q: %w", s.slot, err)
+		}
+	}
+	if err := execAll(ctx, pg, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return Cursor{}, err
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "USE_SNAPSHOT"})
+	if err != nil {
+		return Cursor{}, fmt.Errorf("postgres: resync: creating slot %q: %w", s.slot, err)
+	}
+	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return Cursor{}, fmt.Errorf("postgres: resync: slot %q: %w", s.slot, err)
+	}
+	cur := Cursor{LSN: at, Index: -1, System: sys.SystemID, Timeline: sys.Timeline, Slot: s.slot}
+	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: cur}); err != nil {
+		return Cursor{}, err
+	}
+	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+s.pub+"' ORDER BY 1, 2").ReadAll()
+	if err != nil {
+		return Cursor{}, fmt.Errorf("postgres: resync: tables of publication %q: %w", s.pub, err)
+	}
+	for _, row := range tables[0].Rows {
+		rel := string(row[0]) + "." + string(row[1])
+		if err := replayTable(ctx, pg, rel, quoteIdent(string(row[0]))+"."+quoteIdent(string(row[1])), pageSize, func(ev Event) error {
+			ev.LSN, ev.Index, ev.Cursor = at, -1, cur
+			return emit(ev)
+		}); err != nil {
+			return Cursor{}, err
+		}
+	}
+	if err := execAll(ctx, pg, "COMMIT"); err != nil {
+		return Cursor{}, err
+	}
+	if err := emit(Event{Op: ResyncEnd, LSN: at, Index: -1, Cursor: cur}); err != nil {
+		return Cursor{}, err
+	}
+	return cur, nil
+}
+
+// replayTable emits a Snapshot event per row of the table quoted names,
+// reading pageSize rows at a time through a cursor.
+func replayTable(ctx context.Context, pg *pgconn.PgConn, rel, quoted string, pageSize int, emit func(Event) error) error {
+	if err := execAll(ctx, pg, "DECLARE resumable_resync NO SCROLL CURSOR FOR SELECT * FROM "+quoted); err != nil {
+		return err
+	}
+	fetch := "FETCH FORWARD " + strconv.Itoa(pageSize) + " FROM resumable_resync"
+	var names []string
+	for {
+		res, err := pg.Exec(ctx, fetch).ReadAll()
+		if err != nil {
+			return fmt.Errorf("postgres: resync: reading %s: %w", rel, err)
+		}
+		page := res[0]
+		if names == nil {
+			for _, f := range page.FieldDescriptions {
+				names = append(names, f.Name)
+			}
+		}
+		for _, vals := range page.Rows {
+			cols := make([]*pglogrepl.TupleDataColumn, len(vals))
+			for i, v := range vals {
+				cols[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
+				if v == nil {
+					cols[i].DataType = pglogrepl.TupleDataTypeNull
+				}
+			}
+			if err := emit(Event{Op: Snapshot, Relation: rel, New: Tuple{names: names, cols: cols}}); err != nil {
+				return err
+			}
+		}
+		if len(page.Rows) < pageSize {
+			return execAll(ctx, pg, "CLOSE resumable_resync")
+		}
+	}
+}
+
+// execAll runs each statement on pg.
+func execAll(ctx context.Context, pg *pgconn.PgConn, sql ...string) error {
+	for _, q := range sql {
+		if _, err := pg.Exec(ctx, q).ReadAll(); err != nil {
+			return fmt.Errorf("postgres: resync: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// quoteIdent quotes an SQL identifier.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
