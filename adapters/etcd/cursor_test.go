@@ -36,7 +36,7 @@ func TestCompare(t *testing.T) {
 
 func TestCursorCodec(t *testing.T) {
 	codec := etcd.CursorCodec()
-	for _, c := range []etcd.Cursor{{}, {Revision: 12}, {Revision: 12, Index: 3}} {
+	for _, c := range []etcd.Cursor{{}, {Revision: 12}, {Revision: 12, Index: 3}, {Revision: 12, Index: 3, Cluster: 1<<64 - 1}} {
 		data, err := codec.Encode(c)
 		if err != nil {
 			t.Fatalf("Encode(%v) = %v", c, err)
@@ -49,11 +49,20 @@ func TestCursorCodec(t *testing.T) {
 	if data, _ := codec.Encode(etcd.Cursor{Revision: 12, Index: 3}); string(data) != "{\"revision\":12,\"index\":3}\n" {
 		t.Errorf("Encode() = %q", data)
 	}
+	if data, _ := codec.Encode(etcd.Cursor{Revision: 12, Cluster: 0xcdf818194e3a8c32}); string(data) != "{\"revision\":12,\"index\":0,\"cluster\":14841639068965178418}\n" {
+		t.Errorf("Encode() with a cluster = %q", data)
+	}
+	// A cursor saved before cursors recorded their cluster.
+	if c, err := codec.Decode([]byte(`{"revision":12,"index":3}`)); err != nil || c != (etcd.Cursor{Revision: 12, Index: 3}) {
+		t.Errorf("Decode() of a cursor without a cluster = %+v, %v", c, err)
+	}
 	tests := []struct {
 		name string
 		data string
 	}{
 		{name: "empty", data: ""},
+		{name: "negative cluster", data: `{"revision":1,"index":0,"cluster":-1}`},
+		{name: "cluster as a string", data: `{"revision":1,"index":0,"cluster":"cdf818194e3a8c32"}`},
 		{name: "negative revision", data: `{"revision":-1,"index":0}`},
 		{name: "negative index", data: `{"revision":1,"index":-1}`},
 		{name: "unknown field", data: `{"revision":1,"idx":1}`},
