@@ -157,9 +157,9 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
 // server's system identifier or timeline is not the cursor's, when the
-// slot is missing, or when the slot's confirmed_flush_lsn lies beyond the
-// cursor (the slot was recreated, or moved by another consumer): changes
-// between them are gone. A slot that is not a permanent pgoutput slot of
+// slot is missing or lost (the server removed WAL it needed), or when the
+// slot's confirmed_flush_lsn lies beyond the cursor (the slot was
+// recreated, or moved by another consumer): changes between them are gone. A slot that is not a permanent pgoutput slot of
 // the database, and errors of privileges or of missing objects, are
 // [errclass.Permanent].
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
@@ -251,6 +251,7 @@ func (id identity) matches(c *Cursor) bool {
 // slotState is a row of pg_replication_slots.
 type slotState struct {
 	plugin, kind, database string
+	walStatus              string // reserved, extended, unreserved or lost
 	temporary              bool
 	confirmed              pglogrepl.LSN
 }
@@ -259,7 +260,7 @@ type slotState struct {
 // when there is none.
 func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState, found bool, err error) {
 	// The slot's name was checked by NewSource: it needs no quoting.
-	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
+	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
 		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
@@ -268,10 +269,10 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
-	if len(row) != 5 {
+	if len(row) != 6 {
 		return st, false, fmt.Errorf("postgres: reading slot %q: %d columns", s.slot, len(row))
 	}
-	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t"}
+	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5])}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
 		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
 	}
@@ -284,6 +285,9 @@ func (st slotState) check(slot, db string, after Cursor) error {
 	if st.kind != "logical" || st.plugin != "pgoutput" || st.database != db || st.temporary {
 		return errclass.Permanent(fmt.Errorf("postgres: slot %q is a %s slot of plugin %q on database %q (temporary %t); want a permanent logical slot of pgoutput on %q",
 			slot, st.kind, st.plugin, st.database, st.temporary, db))
+	}
+	if !after.fresh() && st.walStatus == "lost" {
+		return fmt.Errorf("postgres: slot %q: was usable at cursor %v, now lost (the server removed WAL it needed: max_slot_wal_keep_size): %w", slot, after, stream.ErrSourceChanged)
 	}
 	if !after.fresh() && st.confirmed > after.LSN {
 		return fmt.Errorf("postgres: slot %q: confirmed_flush_lsn was at most %v (cursor %v), now %v: %w", slot, after.LSN, after, st.confirmed, stream.ErrSourceChanged)

@@ -416,6 +416,7 @@ func TestSlotCheck(t *testing.T) {
 		{name: "cursor at the confirmed position", st: good, after: Cursor{LSN: 0x5000, Index: 2}},
 		{name: "cursor beyond the confirmed position", st: good, after: Cursor{LSN: 0x6000, Index: -1}},
 		{name: "slot beyond the cursor", st: good, after: Cursor{LSN: 0x4FFF, Index: 0}, want: "confirmed_flush_lsn was at most 0/4FFF (cursor 0/4FFF #0), now 0/5000"},
+		{name: "lost", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost", confirmed: 0x10}, after: Cursor{LSN: 0x5000}, want: "now lost"},
 		{name: "other plugin", st: slotState{plugin: "wal2json", kind: "logical", database: "db"}, want: "plugin", permanent: true},
 		{name: "physical", st: slotState{kind: "physical"}, want: "physical", permanent: true},
 		{name: "other database", st: slotState{plugin: "pgoutput", kind: "logical", database: "x"}, want: `database "x"`, permanent: true},
