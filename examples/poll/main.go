@@ -145,7 +145,6 @@ func consume(ctx context.Context, api *client, state string, orders map[string]s
 	r, err := stream.New(stream.Pages(api.changes), changeSeq, store,
 		stream.WithPollInterval(pollInterval),
 		stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(20*time.Millisecond))),
-		stream.WithClassifier(classifier),
 		stream.WithResync(api.resync),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnRetry: func(e stream.RetryEvent[int64]) {
@@ -176,39 +175,6 @@ func consume(ctx context.Context, api *client, state string, orders map[string]s
 // snapshot's changes carry no sequence number; a resync's replay is not
 // extracted.
 func changeSeq(c Change) (int64, error) { return c.Seq, nil }
-
-// StatusError is a response other than 200.
-type StatusError struct {
-	Code       int
-	RetryAfter time.Duration
-}
-
-func (e *StatusError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("%d %s, retry after %v", e.Code, http.StatusText(e.Code), e.RetryAfter)
-	}
-	return fmt.Sprintf("%d %s", e.Code, http.StatusText(e.Code))
-}
-
-// classifier says what the feed's failures mean, from errclass pieces: 410 is
-// an expired cursor (resync from the snapshot), 429 and 503 are retried after
-// the server's Retry-After, other 5xx and 408 are retried, other 4xx fail;
-// anything else (a dropped connection) falls back to errclass.Default, which
-// retries.
-var classifier = errclass.Chain(
-	errclass.Markers(),
-	errclass.As(func(e *StatusError) errclass.Decision {
-		switch {
-		case e.Code == http.StatusGone:
-			return errclass.Decision{Action: errclass.Expired}
-		case e.Code == http.StatusTooManyRequests || e.Code == http.StatusServiceUnavailable:
-			return errclass.Decision{Action: errclass.Retry, After: e.RetryAfter}
-		case e.Code == http.StatusRequestTimeout || e.Code >= 500:
-			return errclass.Decision{Action: errclass.Retry}
-		}
-		return errclass.Decision{Action: errclass.Fail}
-	}),
-)
 
 // client is the consumer's side of the feed.
 type client struct {
@@ -254,13 +220,12 @@ func (c *client) get(ctx context.Context, path string, v any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		e := &StatusError{Code: resp.StatusCode}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			e.RetryAfter = time.Duration(s) * time.Second
-		}
-		return e
+	// 410 expires the cursor (the resync takes over), 429, 503 and the other
+	// 5xx are retried no sooner than Retry-After, other 4xx fail: the
+	// Resumer's default classifier reads FromHTTP's markers.
+	if err := errclass.FromHTTP(resp); err != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // so the connection is reused
+		return err
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
 		return fmt.Errorf("decoding %s: %w", path, err)

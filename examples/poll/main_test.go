@@ -27,7 +27,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"applied change 20; stopping",
-		"503 Service Unavailable, retry after 1s",
+		"503 Service Unavailable (retry after 1s)",
 		"410 Gone: starting again from the snapshot as of change 40",
 		"applied change 60; stopping",
 		"done: the consumer's 7 orders equal the server's as of change 60",
