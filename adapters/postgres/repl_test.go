@@ -526,3 +526,72 @@ func TestReplResync(t *testing.T) {
 		t.Fatalf("resync cause %v, want ErrSourceChanged", resyncs[0].Cause)
 	}
 }
+
+func TestReplConnCloseAndCancel(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	src, err := postgres.NewSource(dsn, slot, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("close unblocks recv", func(t *testing.T) {
+		c, err := src.Open(ctxFor(t), postgres.Cursor{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Recv(ctxFor(t))
+			done <- err
+		}()
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if err := <-done; err == nil {
+			t.Fatal("Recv() = nil after Close, want an error")
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("second Close() = %v", err)
+		}
+		awaitInactive(t, dsn, slot)
+	})
+	t.Run("cancel ends recv", func(t *testing.T) {
+		c, err := src.Open(ctxFor(t), postgres.Cursor{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithCancel(ctxFor(t))
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Recv(ctx)
+			done <- err
+		}()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Recv() = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestNewSourceInvalid(t *testing.T) {
+	tests := []struct {
+		name, dsn, slot, pub, want string
+	}{
+		{name: "bad dsn", dsn: "postgres://%zz", slot: "s", pub: "p", want: "NewSource"},
+		{name: "empty slot", dsn: "postgres://localhost/db", slot: "", pub: "p", want: "slot name"},
+		{name: "upper-case slot", dsn: "postgres://localhost/db", slot: "Slot", pub: "p", want: "slot name"},
+		{name: "quoted publication", dsn: "postgres://localhost/db", slot: "s", pub: "p'x", want: "publication name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := postgres.NewSource(tt.dsn, tt.slot, tt.pub)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewSource() = %v, %v; want an error containing %q", src, err, tt.want)
+			}
+		})
+	}
+	if _, err := postgres.NewResumer(nil, cursor.NewMemory(postgres.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalidOption", err)
+	}
+}
