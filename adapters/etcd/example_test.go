@@ -90,7 +90,7 @@ func ExampleGroup() {
 		if err != nil {
 			return err
 		}
-		fmt.Println("owner of", o.Stream(), "- cursor at", o.CursorKey())
+		fmt.Println("owner of", o.Stream(), "- cursor at", store.Key())
 		client.Put(ctx, "/example/streams/orders/1", "an order")
 		return r.Run(ctx, etcd.Guard(o, func(_ context.Context, ev etcd.Event) error {
 			mu.Lock()

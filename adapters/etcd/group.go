@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/resumable-go/resumable/backoff"
@@ -34,15 +32,15 @@ const (
 //
 // Under its key prefix (default "/resumable/") a Group keeps:
 //
-//	members/MEMBER      the streams MEMBER offers; attached to its lease
-//	owners/STREAM/LEASE STREAM's election (concurrency.Election): the oldest key owns
-//	cursors/STREAM      STREAM's cursor, for the stores of NewOwnerStore
+//	members/MEMBER  the streams MEMBER offers; attached to its lease
+//	owners/STREAM   STREAM's owner, attached to the owner's lease
+//	cursors/STREAM  STREAM's cursor, for the stores of NewOwnerStore
 //
-// Which member runs a stream is decided by rendezvous hashing over the
-// members that offer it, so streams spread evenly and a member joining or
-// leaving moves only its share. Ownership itself is an etcd election held
-// under the member's lease: the picked member campaigns, and owns the
-// stream once elected.
+// A member takes a free stream with a transaction that creates its owner
+// key only if it does not exist; the key's create revision fences the
+// owner's writes. Which member takes a free stream is decided by rendezvous
+// hashing over the members that offer it, so streams spread evenly and a
+// member joining or leaving moves only its share. See docs/etcd.md.
 //
 // A Group is safe for concurrent use, but runs one [Group.Run] at a time.
 type Group struct {
@@ -52,6 +50,7 @@ type Group struct {
 	prefix  string
 	log     *zap.Logger
 	policy  backoff.Policy
+	hooks   []func(OwnerEvent)
 	running atomic.Bool
 }
 
@@ -65,6 +64,7 @@ type groupConfig struct {
 	prefix string
 	log    *zap.Logger
 	policy backoff.Policy
+	hooks  []func(OwnerEvent)
 	errs   []error
 }
 
@@ -107,11 +107,39 @@ func WithLogger(l *zap.Logger) GroupOption {
 }
 
 // WithGroupBackoff sets the delays between attempts after a failure: a
-// lease that could not be granted or was lost, a campaign that failed, a
-// stream's run that returned. Nil means the default: exponential from
+// lease that could not be granted or was lost, an etcd request that failed,
+// a stream's run that returned. Nil means the default: exponential from
 // 200 ms to 5 s, never giving up.
 func WithGroupBackoff(p backoff.Policy) GroupOption {
 	return groupOptionFunc(func(c *groupConfig) { c.policy = p })
+}
+
+// WithOwnerHook adds f to the functions called at each change of this
+// member's ownership of a stream. They are called one at a time, from the
+// Group's own goroutine and outside its locks, in the order of the changes:
+// f must return quickly. Nil is ignored.
+func WithOwnerHook(f func(OwnerEvent)) GroupOption {
+	return groupOptionFunc(func(c *groupConfig) {
+		if f != nil {
+			c.hooks = append(c.hooks, f)
+		}
+	})
+}
+
+// OwnerEvent is a change of a member's ownership of a stream, given to the
+// hooks of [WithOwnerHook]. An ownership starts (Owned) before its first
+// run and ends after its last run returned; the runs started again after a
+// failure belong to one ownership.
+type OwnerEvent struct {
+	Stream string // the stream's name
+	Member string // the member's name
+	Owned  bool   // true: the member owns the stream now; false: no longer
+	// Err is nil for an ownership that starts, or that ends in a handoff
+	// (the run returned after its final save and the member gave the stream
+	// up). For an ownership lost (the lease expired or was revoked, the
+	// owner key was deleted, a fenced Save was refused) it says why, and
+	// matches [ErrNotOwner].
+	Err error
 }
 
 // NewGroup returns a Group whose member is named member, coordinating
@@ -146,7 +174,8 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
 	}
-	return &Group{client: client, member: member, ttl: cfg.ttl, prefix: cfg.prefix, log: cfg.log.With(zap.String("member", member)), policy: cfg.policy}, nil
+	return &Group{client: client, member: member, ttl: cfg.ttl, prefix: cfg.prefix,
+		log: cfg.log.With(zap.String("member", member)), policy: cfg.policy, hooks: cfg.hooks}, nil
 }
 
 // validName checks a member or stream name: it becomes part of a key and of
@@ -181,7 +210,7 @@ type RunFunc func(ctx context.Context, o *Owner) error
 // While it runs:
 //   - A stream that must move (another member joined and is picked for it)
 //     has its run's context cancelled; once run returned, this member
-//     resigns and the other one starts at once.
+//     deletes its owner key and the other one starts at once.
 //   - A run that returns on its own (an error, or nil) is logged and started
 //     again after a backoff step, for as long as this member owns the
 //     stream. An error matching [ErrNotOwner] means the stream was lost.
@@ -197,25 +226,24 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	if run == nil {
 		return fmt.Errorf("%w: Group.Run: run is nil", ErrInvalid)
 	}
-	seen := make(map[string]bool, len(streams))
+	offered := make(map[string]bool, len(streams))
 	for _, s := range streams {
 		if err := validName("stream", s); err != nil {
 			return err
 		}
-		if seen[s] {
+		if offered[s] {
 			return fmt.Errorf("%w: stream %q is named twice", ErrInvalid, s)
 		}
-		seen[s] = true
+		offered[s] = true
 	}
 	if !g.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer g.running.Store(false)
 	streams = append([]string(nil), streams...)
-
 	seq := g.policy.NewSequence()
 	for {
-		lost, err := g.session(ctx, streams, run)
+		lost, err := g.join(ctx, streams, offered, run)
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
@@ -237,184 +265,282 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 // Group is in progress.
 var ErrAlreadyRunning = errors.New("etcd: Group.Run is already in progress")
 
-// session is one membership: a lease, the member key, the view of the
-// others, and one goroutine per stream. It returns when ctx ends or the
-// lease is lost (lost true), after every run returned and the lease was
-// revoked.
-func (g *Group) session(ctx context.Context, streams []string, run RunFunc) (lost bool, err error) {
-	s, err := newSession(ctx, g.client, g.ttl, g.log)
+// join is one membership: a lease, the member key, the view of the group,
+// and a run for each stream owned. It returns when ctx ends or the lease is
+// lost (lost true), after every run returned and the lease was revoked.
+func (g *Group) join(ctx context.Context, streams []string, offered map[string]bool, run RunFunc) (lost bool, err error) {
+	s, err := newSession(ctx, g.client, g.ttl)
 	if err != nil {
 		return false, err
 	}
-	defer func() {
-		if cerr := s.close(); cerr != nil {
-			err = errors.Join(err, cerr)
+	m := &member{g: g, s: s, run: run, streams: streams, offered: offered, v: view{prefix: g.prefix},
+		runs: map[string]*ownership{}, ended: make(chan ended, len(streams))}
+	err = m.serve(ctx)
+	var why error
+	if s.lost() {
+		why = errLost
+		err = fmt.Errorf("etcd: member %q: %w", g.member, errLost)
+		g.log.Warn("lease lost; stopping every stream")
+	}
+	for _, o := range m.runs {
+		if !o.stopping || why != nil {
+			m.stop(o, why)
 		}
-	}()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	if _, err := g.client.Put(sctx, g.prefix+"members/"+g.member, encodeOffer(streams), clientv3.WithLease(s.id())); err != nil {
-		return false, fmt.Errorf("etcd: registering member %q: %w", g.member, err)
 	}
-	view := newMembers(g.client, g.prefix+"members/", g.member, streams)
-	rev, err := view.load(sctx)
-	if err != nil {
-		return false, err
+	var events []OwnerEvent
+	for len(m.runs) > 0 {
+		e := <-m.ended
+		events = append(events, OwnerEvent{Stream: e.stream, Member: g.member, Err: m.runs[e.stream].err})
+		delete(m.runs, e.stream)
 	}
-	g.log.Info("joined", zap.String("lease", fmt.Sprintf("%x", s.id())), zap.Duration("ttl", s.ttl))
-
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		select {
-		case <-s.lost:
-			g.log.Warn("lease lost; stopping every stream", zap.Error(s.cause))
-			cancel()
-		case <-sctx.Done():
-		}
-	})
-	wg.Go(func() { g.followMembers(sctx, view, rev) })
-	for _, name := range streams {
-		wg.Go(func() { g.stream(sctx, s, view, name, run) })
+	if cerr := s.close(); cerr != nil {
+		err = errors.Join(err, cerr)
 	}
-	wg.Wait()
-	select {
-	case <-s.lost:
-		return true, fmt.Errorf("etcd: member %q: %w", g.member, s.cause)
-	default:
-		return false, nil
+	for _, e := range events {
+		g.emit(e)
 	}
+	return why != nil, err
 }
 
-// followMembers keeps view up to date until ctx ends.
-func (g *Group) followMembers(ctx context.Context, view *members, rev int64) {
+// member is the state of one membership, kept by its loop (serve).
+type member struct {
+	g       *Group
+	s       *session
+	run     RunFunc
+	streams []string
+	offered map[string]bool
+	v       view
+	runs    map[string]*ownership // the streams this member runs
+	ended   chan ended            // the runs that returned
+}
+
+// ownership is a stream this member owns, run in a goroutine of its own.
+type ownership struct {
+	rev      int64 // its owner key's create revision
+	cancel   context.CancelFunc
+	stopping bool  // cancel was called
+	err      error // why it was stopped: nil for a handoff
+}
+
+type ended struct {
+	stream string
+	err    error
+}
+
+// serve keeps the member's share of the streams running until ctx ends or
+// the lease is lost: it reads and watches the member and owner keys, takes
+// the free streams it is picked for, and gives up those it is not.
+func (m *member) serve(ctx context.Context) error {
+	g := m.g
+	if _, err := g.client.Put(ctx, g.prefix+"members/"+g.member, memberValue(m.streams), clientv3.WithLease(m.s.id())); err != nil {
+		return fmt.Errorf("etcd: registering member %q: %w", g.member, err)
+	}
+	g.log.Info("joined", zap.String("lease", fmt.Sprintf("%x", m.s.id())), zap.Duration("ttl", m.s.ttl))
+	var watch clientv3.WatchChan
+	unwatch := func() {}
+	defer func() { unwatch() }()
+	retry, armed, stale := time.NewTimer(0), true, true // the first pass reads the view
+	defer retry.Stop()
 	seq := g.policy.NewSequence()
 	for {
-		err := view.follow(ctx, rev)
-		if ctx.Err() != nil {
-			return
-		}
-		g.log.Debug("members watch ended", zap.Error(err))
-		delay, _ := seq.Next()
-		if !sleep(ctx, delay) {
-			return
-		}
-		if rev, err = view.load(ctx); err == nil {
-			seq.Reset()
-		}
-	}
-}
-
-// stream runs one stream while this member is picked for it and owns it,
-// until ctx ends.
-//
-// The campaign is not cancelled when the stream moves to another member:
-// etcd's Campaign, cancelled at the wrong moment, can leave the candidate
-// key behind, which on a live lease would stand before every other
-// candidate for good. A member that wins a stream it is no longer picked
-// for hands it on at once.
-func (g *Group) stream(ctx context.Context, s *session, view *members, name string, run RunFunc) {
-	log := g.log.With(zap.String("stream", name))
-	election := concurrency.NewElection(s.cs, g.prefix+"owners/"+name)
-	seq := g.policy.NewSequence()
-	for view.await(ctx, name, true) {
-		failed := election.Campaign(ctx, g.member)
-		switch {
-		case failed == nil:
-			if picked, _ := view.picked(name); picked {
-				o := &Owner{stream: name, key: election.Key(), rev: election.Rev(), s: s, g: g}
-				log.Info("owner", zap.Int64("election_revision", o.rev))
-				failed = g.own(ctx, o, view, run)
+		var err error
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.s.cs.Done():
+			return nil
+		case <-m.s.gone:
+			return nil
+		case e := <-m.ended:
+			err = m.end(ctx, e)
+		case wr, ok := <-watch:
+			if !ok || wr.Err() != nil {
+				stale, watch = true, nil
 			}
-			g.resign(ctx, s, election, name)
-		case ctx.Err() == nil:
-			log.Warn("campaign failed", zap.Error(failed))
-			g.withdraw(ctx, s, name) // its Txn may have been applied
+			all := false
+			for _, ev := range wr.Events {
+				stream, member := m.v.apply(ev.Kv, ev.Type)
+				all = all || member
+				if m.offered[stream] && err == nil {
+					err = m.reconcile(ctx, stream)
+				}
+			}
+			if all && err == nil {
+				err = m.pass(ctx)
+			}
+		case <-retry.C:
+			armed = false
+			if stale {
+				unwatch()
+				var rev int64
+				if rev, err = m.v.load(ctx, g.client); err == nil {
+					stale = false
+					watch, unwatch = m.watch(ctx, rev+1)
+				}
+			}
+			if err == nil && !stale {
+				err = m.pass(ctx)
+			}
+			if err == nil {
+				seq.Reset()
+			}
 		}
-		if ctx.Err() != nil {
-			return
+		if (err != nil || stale) && !armed {
+			delay, _ := seq.Next()
+			g.log.Debug("trying again", zap.Duration("delay", delay), zap.Bool("stale", stale), zap.Error(err))
+			retry.Reset(delay)
+			armed = true
 		}
-		if failed == nil {
-			seq.Reset()
-			continue
+	}
+}
+
+// watch watches the member and owner keys from revision rev until the
+// returned function is called.
+func (m *member) watch(ctx context.Context, rev int64) (clientv3.WatchChan, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	from, to := m.v.keys()
+	return m.g.client.Watch(ctx, from, clientv3.WithRange(to), clientv3.WithRev(rev)), cancel
+}
+
+// pass reconciles every stream offered, until an etcd request fails.
+func (m *member) pass(ctx context.Context) error {
+	for _, s := range m.streams {
+		if err := m.reconcile(ctx, s); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// reconcile does what the view says of stream: take it, start or stop its
+// run, or delete an owner key of this member's lease that nothing runs (a
+// Txn whose reply was lost, a handoff whose delete failed).
+func (m *member) reconcile(ctx context.Context, stream string) error {
+	k, o := m.v.owners[stream], m.runs[stream]
+	picked := m.v.picked(stream) == m.g.member
+	switch {
+	case o != nil && o.stopping:
+	case o != nil && k.create != o.rev:
+		m.stop(o, fmt.Errorf("%w: stream %q: its owner key was deleted or replaced at revision %d", ErrNotOwner, stream, k.mod))
+	case o != nil && !picked:
+		m.g.log.Info("stream moves to another member", zap.String("stream", stream))
+		m.stop(o, nil)
+	case o != nil:
+	case k.create == 0 && picked:
+		return m.take(ctx, stream)
+	case k.create != 0 && k.lease == m.s.id() && picked:
+		m.start(ctx, stream, k.create)
+	case k.create != 0 && k.lease == m.s.id():
+		return m.release(ctx, stream, k.create)
+	}
+	return nil
+}
+
+// take creates stream's owner key under this member's lease if it does not
+// exist, and runs the stream if it did not.
+func (m *member) take(ctx context.Context, stream string) error {
+	key := m.g.prefix + "owners/" + stream
+	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
+	defer cancel()
+	resp, err := m.g.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, m.g.member, clientv3.WithLease(m.s.id()))).Else(clientv3.OpGet(key)).Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("etcd: taking stream %q: %w", stream, err)
+	case resp.Succeeded:
+		m.v.own(stream, ownerKey{m.s.id(), resp.Header.Revision, resp.Header.Revision})
+		m.start(ctx, stream, resp.Header.Revision)
+	default:
+		m.v.seen(stream, (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange()), resp.Header.Revision)
+	}
+	return nil
+}
+
+// release deletes stream's owner key if it is still the one created at rev.
+func (m *member) release(ctx context.Context, stream string, rev int64) error {
+	key := m.g.prefix + "owners/" + stream
+	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
+	defer cancel()
+	resp, err := m.g.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("etcd: handing stream %q off: %w", stream, err)
+	}
+	if resp.Succeeded {
+		m.v.own(stream, ownerKey{mod: resp.Header.Revision})
+	}
+	return nil
+}
+
+// start runs stream, owned under the owner key created at rev.
+func (m *member) start(ctx context.Context, stream string, rev int64) {
+	// The run ends when the member stops it, never by ctx alone: every end
+	// has a reason.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.runs[stream] = &ownership{rev: rev, cancel: cancel}
+	m.g.log.Info("owner", zap.String("stream", stream), zap.Int64("revision", rev))
+	m.g.emit(OwnerEvent{Stream: stream, Member: m.g.member, Owned: true})
+	go func() { m.ended <- ended{stream, m.own(rctx, stream, rev)} }()
+}
+
+// stop cancels the run of o; why is nil for a handoff.
+func (m *member) stop(o *ownership, why error) {
+	o.stopping, o.err = true, why
+	o.cancel()
+}
+
+// end takes note of a run that returned: it hands the stream off, or
+// reports it lost.
+func (m *member) end(ctx context.Context, e ended) error {
+	o := m.runs[e.stream]
+	delete(m.runs, e.stream)
+	if !o.stopping {
+		o.err = e.err // ErrNotOwner: fenced out
+	}
+	m.g.emit(OwnerEvent{Stream: e.stream, Member: m.g.member, Err: o.err})
+	if o.err == nil {
+		return m.release(ctx, e.stream, o.rev)
+	}
+	m.g.log.Warn("stream lost", zap.String("stream", e.stream), zap.Error(o.err))
+	rctx, cancel := context.WithTimeout(ctx, m.s.ttl)
+	defer cancel()
+	resp, err := m.g.client.Get(rctx, m.g.prefix+"owners/"+e.stream)
+	if err != nil {
+		return fmt.Errorf("etcd: reading the owner of stream %q: %w", e.stream, err)
+	}
+	m.v.seen(e.stream, resp, resp.Header.Revision)
+	return m.reconcile(ctx, e.stream)
+}
+
+// own runs stream, and again after a backoff step each time the run
+// returns on its own, until ctx ends or the run returns an error matching
+// ErrNotOwner. Each run gets an Owner of its own, whose guard fails once the
+// run returned.
+func (m *member) own(ctx context.Context, stream string, rev int64) error {
+	seq := m.g.policy.NewSequence()
+	for {
+		o := &Owner{stream: stream, key: m.g.prefix + "owners/" + stream, rev: rev, s: m.s, g: m.g}
+		err := m.run(ctx, o)
+		o.ended.Store(true)
+		if ctx.Err() != nil || errors.Is(err, ErrNotOwner) {
+			return err
+		}
+		m.g.log.Warn("stream run returned; starting it again", zap.String("stream", stream), zap.Error(err))
 		delay, ok := seq.Next()
 		if !ok {
-			delay = g.ttl
+			delay = m.g.ttl
 		}
 		if !sleep(ctx, delay) {
-			return
+			return err
 		}
 	}
 }
 
-// own runs the stream of o until it moves to another member or ctx ends
-// (nil), or until run returns on its own (its error, or errRunReturned).
-func (g *Group) own(ctx context.Context, o *Owner, view *members, run RunFunc) error {
-	tctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() {
-		if view.await(tctx, o.stream, false) {
-			g.log.Info("stream moves to another member", zap.String("stream", o.stream))
-		}
-		cancel()
-	})
-	err := run(tctx, o)
-	o.ended.Store(true)
-	if tctx.Err() != nil {
-		return nil
-	}
-	g.log.Warn("stream run returned; starting it again", zap.String("stream", o.stream), zap.Error(err))
-	if err == nil {
-		err = errRunReturned
-	}
-	return err
-}
-
-// resign hands the stream of election on: at once, rather than when the
-// lease ends (the final save happened inside run). When the session is
-// ending its lease is revoked, and the key goes with it.
-func (g *Group) resign(ctx context.Context, s *session, election *concurrency.Election, name string) {
-	if ctx.Err() != nil {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
-	defer cancel()
-	if err := election.Resign(rctx); err != nil {
-		g.log.Warn("resign failed", zap.String("stream", name), zap.Error(err))
-		g.withdraw(ctx, s, name) // the key must go, or it blocks the successor
+func (g *Group) emit(e OwnerEvent) {
+	for _, f := range g.hooks {
+		f(e)
 	}
 }
-
-// withdraw deletes this member's candidate key for stream name, retrying
-// until it is gone or ctx ends (then the session's end revokes the lease,
-// and the key with it).
-func (g *Group) withdraw(ctx context.Context, s *session, name string) {
-	key := fmt.Sprintf("%sowners/%s/%x", g.prefix, name, s.id())
-	seq := g.policy.NewSequence()
-	for ctx.Err() == nil {
-		dctx, cancel := context.WithTimeout(ctx, s.ttl)
-		_, err := g.client.Delete(dctx, key)
-		cancel()
-		if err == nil {
-			return
-		}
-		g.log.Warn("withdrawing the candidate key failed", zap.String("stream", name), zap.Error(err))
-		delay, ok := seq.Next()
-		if !ok {
-			delay = s.ttl
-		}
-		if !sleep(ctx, delay) {
-			return
-		}
-	}
-}
-
-// errRunReturned stands for a run that returned nil while it still owned
-// its stream: started again like a failed one.
-var errRunReturned = errors.New("etcd: the stream's run returned while it owned the stream")
 
 // sleep waits d or until ctx ends; it reports false when ctx ended.
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -435,7 +561,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // methods are safe for concurrent use.
 type Owner struct {
 	stream string
-	key    string // the election key
+	key    string // the owner key
 	rev    int64  // its create revision
 	s      *session
 	g      *Group
@@ -445,60 +571,50 @@ type Owner struct {
 // Stream returns the stream's name.
 func (o *Owner) Stream() string { return o.stream }
 
-// CursorKey returns the key that [NewOwnerStore] keeps the stream's cursor
-// at: the group's prefix, "cursors/", and the stream's name.
-func (o *Owner) CursorKey() string { return o.g.prefix + "cursors/" + o.stream }
-
-// Fence returns the condition that this ownership still holds: the election
-// key this member won still exists, with the create revision it won at.
-// The key is attached to the member's lease, so the condition fails as soon
-// as the lease expired or the member resigned. Put it in every transaction
-// that writes on the stream's behalf ([WithFence]).
+// Fence returns the condition that this ownership still holds: the owner
+// key still exists, with the create revision it was taken at. The key is
+// attached to the member's lease, so the condition fails as soon as the
+// lease expired or the member handed the stream off. [NewOwnerStore] puts it
+// in every Save; put it in every other transaction written on the stream's
+// behalf, so that those writes are fenced too.
 func (o *Owner) Fence() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev)
 }
 
-// Check returns nil when the member's lease cannot have expired yet by the
-// process's own clock, which is at once in the usual case. Otherwise (the
-// process was paused, or etcd did not answer for a while) it asks etcd and
-// waits: nil once the lease is confirmed, an error matching [ErrNotOwner]
-// (marked [errclass.Permanent]) once it is known to be gone or once the
-// run this Owner was given has returned, or ctx's error. It allocates
-// nothing when it returns nil at once.
-func (o *Owner) Check(ctx context.Context) error {
+// check returns nil while the member's lease cannot have expired yet,
+// an error matching ErrNotOwner (marked Permanent) once it is known gone
+// or once the run this Owner was given has returned, or ctx's error.
+func (o *Owner) check(ctx context.Context) error {
 	if o.ended.Load() {
 		return errclass.Permanent(fmt.Errorf("%w: stream %q: its run returned", ErrNotOwner, o.stream))
 	}
-	if o.s.valid() {
-		return nil
-	}
-	if err := o.s.check(ctx); err != nil {
-		if errors.Is(err, errLost) {
-			return errclass.Permanent(fmt.Errorf("%w: stream %q: %w", ErrNotOwner, o.stream, o.s.cause))
-		}
+	if err := o.s.check(ctx); err != errLost {
 		return err
 	}
-	return nil
+	return errclass.Permanent(fmt.Errorf("%w: stream %q: %w", ErrNotOwner, o.stream, errLost))
 }
 
-// Guard returns handle preceded by [Owner.Check]: an event is handed to
-// handle only while the member's lease cannot have expired, so a member
-// that was paused past its lease handles nothing more once it resumes
+// Guard returns handle preceded by a check of the member's lease: an event
+// is handed to handle only while the lease cannot have expired by the
+// process's own clock (asking etcd when that clock says it may have), so a
+// member paused past its lease handles nothing more once it resumes
 // (except the one event per stream whose check had passed before the
-// pause). Use it as the handler of the stream's Resumer. The check
-// allocates nothing.
+// pause). Once the lease is known lost, or the run given o returned, the
+// returned function fails with an error matching [ErrNotOwner], marked
+// [errclass.Permanent]. The check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	return func(ctx context.Context, event T) error {
-		if err := o.Check(ctx); err != nil {
+		if err := o.check(ctx); err != nil {
 			return err
 		}
 		return handle(ctx, event)
 	}
 }
 
-// NewOwnerStore returns the [Store] of the stream o owns: its cursor at
-// [Owner.CursorKey], every Save fenced by [Owner.Fence], so that once the
-// stream has a new owner no Save of this one lands.
+// NewOwnerStore returns the [Store] of the stream o owns: its cursor at the
+// group's prefix + "cursors/" + the stream's name, every Save fenced by
+// [Owner.Fence], so that once the stream has a new owner no Save of this
+// one lands.
 func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (*Store[C], error) {
-	return NewStore(o.g.client, o.CursorKey(), codec, initial, WithFence(o.Fence()))
+	return NewStore(o.g.client, o.g.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }

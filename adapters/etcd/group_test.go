@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,11 +419,10 @@ func (t lossyTxn) Commit() (*clientv3.TxnResponse, error) {
 	return nil, errReplyLost
 }
 
-// TestGroupFailedCampaignLeavesNoCandidate checks that a member whose
-// campaign failed after its candidate key was written (the reply lost)
-// withdraws that key: otherwise, its lease alive, the key would stand before
-// the member picked for the stream for good.
-func TestGroupFailedCampaignLeavesNoCandidate(t *testing.T) {
+// TestGroupLostRepliesLeaveNoOwnerKey checks that a member every one of
+// whose transactions is applied but loses its reply still runs the stream
+// it took, and still hands it off: it knows its owner key by its lease.
+func TestGroupLostRepliesLeaveNoOwnerKey(t *testing.T) {
 	stream := ""
 	for _, s := range streams3 {
 		if p, _ := hrw.Pick(s, []string{"a", "b"}); p == "b" {
@@ -436,39 +436,37 @@ func TestGroupFailedCampaignLeavesNoCandidate(t *testing.T) {
 	p := newPrefix(t)
 	r := newRecorder(t)
 	ca := newClient(t)
-	ca.KV = lossyKV{ca.KV} // every campaign of a fails after writing its key
+	ca.KV = lossyKV{ca.KV} // every Txn of a is applied, and its reply lost
 	startMember(t, ca, p, "a", []string{stream}, r.run("a"))
-	// Wait until a has written its candidate key at least once.
-	c := newClient(t)
-	ctx := ctxFor(t)
-	for wr := range c.Watch(ctx, p+"owners/"+stream+"/", clientv3.WithPrefix(), clientv3.WithRev(1)) {
-		if len(wr.Events) > 0 {
-			break
-		}
-	}
-	startMember(t, c, p, "b", []string{stream}, r.run("b"))
+	r.awaitOwners(map[string]string{stream: "a"})
+	startMember(t, newClient(t), p, "b", []string{stream}, r.run("b"))
 	r.awaitOwners(map[string]string{stream: "b"})
 }
 
-// resignFailsKV fails every transaction that deletes (an election's Resign)
-// without applying it, as an etcd that cannot be reached for a while.
-type resignFailsKV struct{ clientv3.KV }
-
-func (k resignFailsKV) Txn(ctx context.Context) clientv3.Txn {
-	return &resignFailsTxn{Txn: k.KV.Txn(ctx)}
+// deleteFailsKV fails the first n transactions that delete (a handoff),
+// without applying them, as an etcd that cannot be reached for a while.
+type deleteFailsKV struct {
+	clientv3.KV
+	n      int64
+	failed *atomic.Int64 // how many failed
 }
 
-type resignFailsTxn struct {
+func (k deleteFailsKV) Txn(ctx context.Context) clientv3.Txn {
+	return &deleteFailsTxn{Txn: k.KV.Txn(ctx), kv: k}
+}
+
+type deleteFailsTxn struct {
 	clientv3.Txn
+	kv      deleteFailsKV
 	deletes bool
 }
 
-func (t *resignFailsTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+func (t *deleteFailsTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
 	t.Txn = t.Txn.If(cs...)
 	return t
 }
 
-func (t *resignFailsTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+func (t *deleteFailsTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	for _, op := range ops {
 		t.deletes = t.deletes || op.IsDelete()
 	}
@@ -476,21 +474,22 @@ func (t *resignFailsTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	return t
 }
 
-func (t *resignFailsTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+func (t *deleteFailsTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 	t.Txn = t.Txn.Else(ops...)
 	return t
 }
 
-func (t *resignFailsTxn) Commit() (*clientv3.TxnResponse, error) {
-	if t.deletes {
-		return nil, errors.New("test: the resign's transaction failed")
+func (t *deleteFailsTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.deletes && t.kv.failed.Add(1) <= t.kv.n {
+		return nil, errors.New("test: the handoff's transaction failed")
 	}
 	return t.Txn.Commit()
 }
 
-// TestGroupFailedResignLeavesNoCandidate checks that a member whose Resign
-// failed still removes its election key when it hands a stream over.
-func TestGroupFailedResignLeavesNoCandidate(t *testing.T) {
+// TestGroupFailedHandoffLeavesNoOwnerKey checks that a member whose
+// deletion of its owner key failed at a handoff deletes it later: the
+// stream moves to the member picked for it while the first one lives.
+func TestGroupFailedHandoffLeavesNoOwnerKey(t *testing.T) {
 	stream := ""
 	for _, s := range streams3 {
 		if p, _ := hrw.Pick(s, []string{"a", "b"}); p == "b" {
@@ -501,9 +500,13 @@ func TestGroupFailedResignLeavesNoCandidate(t *testing.T) {
 	p := newPrefix(t)
 	r := newRecorder(t)
 	ca := newClient(t)
-	ca.KV = resignFailsKV{ca.KV}
+	failed := new(atomic.Int64)
+	ca.KV = deleteFailsKV{KV: ca.KV, n: 2, failed: failed}
 	startMember(t, ca, p, "a", []string{stream}, r.run("a"))
 	r.awaitOwners(map[string]string{stream: "a"})
 	startMember(t, newClient(t), p, "b", []string{stream}, r.run("b"))
 	r.awaitOwners(map[string]string{stream: "b"})
+	if n := failed.Load(); n < 3 {
+		t.Errorf("%d handoff transactions of a were tried, want the 2 that fail and one more", n)
+	}
 }

@@ -4,143 +4,101 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 )
 
-// members is one member's view of its group: the members alive (their keys
-// exist, attached to their leases) and the streams each offers, and from
-// them which of its own streams it should run.
-type members struct {
-	self    string
-	streams []string // the streams self offers
-	prefix  string   // the members' keys are prefix+name
-	client  *clientv3.Client
-
-	mu      sync.Mutex
-	offers  map[string][]string // member → the streams it offers
-	mine    map[string]bool     // stream → self is the member picked for it
-	changed chan struct{}       // closed and replaced at each change of mine
+// view is one member's picture of its group, built from a read of the
+// member keys and the owner keys and kept up to date by watching them.
+// Only the member's loop uses it.
+type view struct {
+	prefix  string
+	members map[string]map[string]bool // member → the streams it offers
+	owners  map[string]ownerKey        // stream → its owner key, as of ownerKey.mod
 }
 
-func newMembers(client *clientv3.Client, prefix, self string, streams []string) *members {
-	return &members{
-		self:    self,
-		streams: streams,
-		prefix:  prefix,
-		client:  client,
-		offers:  map[string][]string{},
-		mine:    map[string]bool{},
-		changed: make(chan struct{}),
-	}
+// ownerKey is what a view knows of a stream's owner key: its lease and
+// create revision (0 while the stream is free), and the revision that told.
+type ownerKey struct {
+	lease       clientv3.LeaseID
+	create, mod int64
 }
 
-// encodeOffer is the value of a member key: the streams offered, one a line.
-func encodeOffer(streams []string) string { return strings.Join(streams, "\n") }
+func memberValue(streams []string) string { return strings.Join(streams, "\n") }
 
-func decodeOffer(v []byte) []string {
-	if len(v) == 0 {
-		return nil
-	}
-	return strings.Split(string(v), "\n")
+// keys returns the range of the member and owner keys, which lie side by
+// side ("members/" < "owners/").
+func (v *view) keys() (from, to string) {
+	return v.prefix + "members/", clientv3.GetPrefixRangeEnd(v.prefix + "owners/")
 }
 
-// load reads every member key and replaces the view; it returns the
-// revision read.
-func (m *members) load(ctx context.Context) (int64, error) {
-	resp, err := m.client.Get(ctx, m.prefix, clientv3.WithPrefix())
+// load reads the member and owner keys and returns the revision read.
+func (v *view) load(ctx context.Context, kv clientv3.KV) (int64, error) {
+	from, to := v.keys()
+	resp, err := kv.Get(ctx, from, clientv3.WithRange(to))
 	if err != nil {
-		return 0, fmt.Errorf("etcd: reading the members under %q: %w", m.prefix, err)
+		return 0, fmt.Errorf("etcd: reading the members and owners under %q: %w", v.prefix, err)
 	}
-	offers := make(map[string][]string, len(resp.Kvs))
+	v.members, v.owners = map[string]map[string]bool{}, map[string]ownerKey{}
 	for _, kv := range resp.Kvs {
-		offers[strings.TrimPrefix(string(kv.Key), m.prefix)] = decodeOffer(kv.Value)
+		v.apply(kv, mvccpb.PUT)
 	}
-	m.mu.Lock()
-	m.offers = offers
-	m.publish()
-	m.mu.Unlock()
 	return resp.Header.Revision, nil
 }
 
-// follow applies the changes after revision rev to the view until the watch
-// fails or ctx ends.
-func (m *members) follow(ctx context.Context, rev int64) error {
-	conn, err := NewSource(m.client, m.prefix).Open(ctx, Cursor{Revision: rev})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for {
-		ev, err := conn.Recv(ctx)
-		if err != nil {
-			return err
-		}
-		name := strings.TrimPrefix(string(ev.Key), m.prefix)
-		m.mu.Lock()
-		switch ev.Type {
-		case Put:
-			m.offers[name] = decodeOffer(ev.Value)
-			m.publish()
-		case Delete:
-			delete(m.offers, name)
-			m.publish()
-		}
-		m.mu.Unlock()
-	}
-}
-
-// publish recomputes which of self's streams self should run, and wakes the
-// waiters if that changed. It is called with mu held.
-func (m *members) publish() {
-	mine := make(map[string]bool, len(m.streams))
-	changed := false
-	for _, s := range m.streams {
-		var candidates []string
-		for member, offered := range m.offers {
-			for _, o := range offered {
-				if o == s {
-					candidates = append(candidates, member)
-					break
-				}
+// apply applies a change of a member or owner key; it returns the stream
+// of an owner key, or reports a member key.
+func (v *view) apply(kv *mvccpb.KeyValue, typ mvccpb.Event_EventType) (stream string, member bool) {
+	key := strings.TrimPrefix(string(kv.Key), v.prefix)
+	if name, ok := strings.CutPrefix(key, "members/"); ok {
+		delete(v.members, name)
+		if typ == mvccpb.PUT {
+			v.members[name] = map[string]bool{}
+			for _, s := range strings.Split(string(kv.Value), "\n") {
+				v.members[name][s] = true
 			}
 		}
-		picked, ok := hrw.Pick(s, candidates)
-		mine[s] = ok && picked == m.self
-		if mine[s] != m.mine[s] {
-			changed = true
-		}
+		return "", true
 	}
-	m.mine = mine
-	if changed {
-		close(m.changed)
-		m.changed = make(chan struct{})
+	stream, ok := strings.CutPrefix(key, "owners/")
+	switch {
+	case !ok:
+	case typ == mvccpb.PUT:
+		v.own(stream, ownerKey{clientv3.LeaseID(kv.Lease), kv.CreateRevision, kv.ModRevision})
+	default:
+		v.own(stream, ownerKey{mod: kv.ModRevision})
+	}
+	return stream, false
+}
+
+// seen records what a read of stream's owner key at revision rev found.
+func (v *view) seen(stream string, r *clientv3.GetResponse, rev int64) {
+	if r != nil && len(r.Kvs) > 0 {
+		v.apply(r.Kvs[0], mvccpb.PUT)
+	} else {
+		v.own(stream, ownerKey{mod: rev})
 	}
 }
 
-// picked reports whether self should run stream, and returns a channel
-// closed at the next change of that answer (or of another stream's).
-func (m *members) picked(stream string) (bool, <-chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mine[stream], m.changed
+// own records k as stream's owner key unless the view knows a later state.
+func (v *view) own(stream string, k ownerKey) {
+	if k.mod > v.owners[stream].mod {
+		v.owners[stream] = k
+	}
 }
 
-// await waits until self should run stream (want true) or should not (want
-// false). It reports false when ctx ended first.
-func (m *members) await(ctx context.Context, stream string, want bool) bool {
-	for ctx.Err() == nil {
-		ok, changed := m.picked(stream)
-		if ok == want {
-			return true
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
+// picked returns the member that rendezvous hashing picks for stream among
+// the members offering it.
+func (v *view) picked(stream string) string {
+	var candidates []string
+	for m, offers := range v.members {
+		if offers[stream] {
+			candidates = append(candidates, m)
 		}
 	}
-	return false
+	p, _ := hrw.Pick(stream, candidates)
+	return p
 }

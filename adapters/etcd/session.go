@@ -4,206 +4,155 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 )
 
-// session is one member's lease: an etcd concurrency.Session, which the
-// client keeps alive, and a conservative local deadline before which the
-// lease cannot have expired in etcd.
+// session is one member's lease, a concurrency.Session that the client keeps
+// alive, and a local deadline before which the lease cannot have expired in
+// etcd.
 //
-// The deadline is the instant just before a TimeToLive request plus the TTL
-// it reported: etcd measured that TTL after the request left, so its own
-// expiry can only come later (given clocks that advance at the same rate,
-// which they do on one machine and to a few parts per million between
-// machines). A process that was paused past its deadline finds it passed
-// when it resumes, before it does anything else.
+// The deadline moves with the keep-alive replies (read from a second
+// channel of the client's keep-alive of the lease, which sends nothing
+// more): a reply moves it to the arrival of the reply before it plus the TTL,
+// since the client sends a lease's next keep-alive a third of the TTL after
+// a reply arrived. Once the deadline has passed (the process was paused, or
+// etcd did not answer), replies no longer move it: only check does, with a
+// TimeToLive sent after it passed, so a process resumed after a long pause
+// never trusts a reply that was waiting for it.
 type session struct {
 	client *clientv3.Client
 	cs     *concurrency.Session
 	ttl    time.Duration
-	log    *zap.Logger
 
-	start    time.Time    // the monotonic origin of deadline
-	deadline atomic.Int64 // nanoseconds after start
+	start    time.Time     // the monotonic origin of deadline
+	deadline atomic.Int64  // nanoseconds after start
+	gone     chan struct{} // closed when check found the lease gone
+	goneOnce atomic.Bool
+	confirm  chan struct{} // a token: one TimeToLive at a time
 
-	lost     chan struct{} // closed once the lease is gone, or no longer kept alive
-	lostOnce sync.Once
-	cause    error // why the lease is lost; set before lost is closed
-
-	kick chan struct{} // asks the tracker for a TimeToLive now
-
-	mu        sync.Mutex
-	refreshed chan struct{} // closed and replaced after each TimeToLive
-
-	stop context.CancelFunc // ends the tracker
-	done chan struct{}      // closed when the tracker has ended
+	stop    context.CancelFunc // ends the reading of the replies
+	stopped chan struct{}
 }
 
-// newSession grants a lease of ttl (etcd may raise it to its minimum),
-// starts keeping it alive, and starts the tracker of its deadline.
-func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration, log *zap.Logger) (*session, error) {
+// newSession grants a lease of ttl (etcd may raise it to its minimum) and
+// keeps it alive.
+func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration) (*session, error) {
 	start := time.Now()
-	secs := int64((ttl + time.Second - 1) / time.Second)
-	grant, err := client.Grant(ctx, secs)
+	grant, err := client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("etcd: granting a lease of %ds: %w", secs, err)
+		return nil, fmt.Errorf("etcd: granting a lease: %w", err)
 	}
-	// The session outlives ctx: its Close must still revoke the lease after
-	// ctx ended (a graceful stop), so that successors start at once.
-	cs, err := concurrency.NewSession(client,
-		concurrency.WithLease(grant.ID),
-		concurrency.WithTTL(int(grant.TTL)),
-		concurrency.WithContext(context.WithoutCancel(ctx)))
+	// The session outlives ctx: its Close revokes the lease after a
+	// graceful stop, so that successors start at once.
+	cs, err := concurrency.NewSession(client, concurrency.WithLease(grant.ID),
+		concurrency.WithTTL(int(grant.TTL)), concurrency.WithContext(context.WithoutCancel(ctx)))
+	var replies <-chan *clientv3.LeaseKeepAliveResponse
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	if err == nil {
+		replies, err = client.KeepAlive(rctx, grant.ID)
+	}
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(grant.TTL)*time.Second)
-		_, _ = client.Revoke(rctx, grant.ID)
-		cancel()
+		stop()
+		if cs != nil {
+			cs.Close()
+		}
 		return nil, fmt.Errorf("etcd: keeping lease %x alive: %w", grant.ID, err)
 	}
-	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &session{
-		client:    client,
-		cs:        cs,
-		ttl:       time.Duration(grant.TTL) * time.Second,
-		log:       log,
-		start:     start,
-		lost:      make(chan struct{}),
-		kick:      make(chan struct{}, 1),
-		refreshed: make(chan struct{}),
-		stop:      stop,
-		done:      make(chan struct{}),
-	}
+	s := &session{client: client, cs: cs, ttl: time.Duration(grant.TTL) * time.Second, start: start,
+		gone: make(chan struct{}), confirm: make(chan struct{}, 1), stop: stop, stopped: make(chan struct{})}
 	s.deadline.Store(int64(s.ttl))
-	go s.track(tctx)
+	go s.follow(replies)
 	return s, nil
 }
 
-// id returns the lease ID.
+// follow moves the deadline at each keep-alive reply while it has not passed.
+func (s *session) follow(replies <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(s.stopped)
+	prev := time.Duration(0) // the Grant was sent after start
+	for resp := range replies {
+		now := time.Since(s.start)
+		if d := int64(prev) + resp.TTL*int64(time.Second); int64(now) < s.deadline.Load() && d > s.deadline.Load() {
+			s.deadline.Store(d)
+		}
+		prev = now
+	}
+}
+
 func (s *session) id() clientv3.LeaseID { return s.cs.Lease() }
 
-// valid reports whether the lease is not known lost and cannot have
-// expired yet. It allocates nothing.
-func (s *session) valid() bool {
+// lost reports whether the lease is known gone or no longer kept alive.
+func (s *session) lost() bool {
 	select {
-	case <-s.lost:
-		return false
+	case <-s.cs.Done():
+		return true
+	case <-s.gone:
+		return true
 	default:
+		return false
 	}
-	return int64(time.Since(s.start)) < s.deadline.Load()
 }
 
 // check returns nil once the lease is known valid (at once in the usual
-// case), errLost once it is known gone, or ctx's error.
+// case, without allocating), errLost once it is known gone, or ctx's error.
 func (s *session) check(ctx context.Context) error {
-	for !s.valid() {
-		select {
-		case <-s.lost:
-			return errLost
-		default:
-		}
-		s.mu.Lock()
-		refreshed := s.refreshed
-		s.mu.Unlock()
-		select {
-		case s.kick <- struct{}{}:
-		default:
+	for !s.lost() {
+		if int64(time.Since(s.start)) < s.deadline.Load() {
+			return nil
 		}
 		select {
-		case <-s.lost:
+		case s.confirm <- struct{}{}:
+		case <-s.cs.Done():
 			return errLost
-		case <-refreshed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		err := s.ask(ctx)
+		<-s.confirm
+		if err != nil {
+			return err
+		}
+	}
+	return errLost
+}
+
+// ask sends a TimeToLive and moves the deadline by its answer; on a failure
+// it waits a little, so that check asks again. It returns only ctx's error.
+func (s *session) ask(ctx context.Context) error {
+	if int64(time.Since(s.start)) < s.deadline.Load() {
+		return nil // another check confirmed it meanwhile
+	}
+	before := time.Since(s.start)
+	actx, cancel := context.WithTimeout(ctx, s.ttl/2)
+	resp, err := s.client.TimeToLive(actx, s.id())
+	cancel()
+	switch {
+	case err == nil && resp.TTL > 0:
+		s.deadline.Store(int64(before) + resp.TTL*int64(time.Second))
+	case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
+		if s.goneOnce.CompareAndSwap(false, true) {
+			close(s.gone)
+		}
+	case !sleep(ctx, s.ttl/8):
+		return ctx.Err()
 	}
 	return nil
 }
 
-// track refreshes the deadline every quarter TTL, and at once when check
-// asks, until the lease is lost or stop is called.
-func (s *session) track(ctx context.Context) {
-	defer close(s.done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.cs.Done():
-			s.markLost(errors.New("the client stopped keeping the lease alive"))
-			return
-		case <-timer.C:
-		case <-s.kick:
-		}
-		if s.refresh(ctx) {
-			return
-		}
-		timer.Reset(s.ttl / 4)
-	}
-}
+// errLost is what check returns once the lease is gone.
+var errLost = errors.New("the member's lease expired, was revoked or is no longer kept alive")
 
-// refresh asks etcd for the lease's remaining TTL and moves the deadline.
-// It reports true when the lease is gone.
-func (s *session) refresh(ctx context.Context) (gone bool) {
-	before := time.Since(s.start)
-	rctx, cancel := context.WithTimeout(ctx, s.ttl/2)
-	resp, err := s.client.TimeToLive(rctx, s.id())
-	cancel()
-	switch {
-	case err == nil && resp.TTL > 0:
-		if d := int64(before + time.Duration(resp.TTL)*time.Second); d > s.deadline.Load() {
-			s.deadline.Store(d)
-		}
-	case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound):
-		s.markLost(fmt.Errorf("lease %x expired", s.id()))
-		return true
-	default:
-		if ctx.Err() == nil {
-			s.log.Debug("lease check failed", zap.Error(err))
-		}
-		return false
-	}
-	s.mu.Lock()
-	close(s.refreshed)
-	s.refreshed = make(chan struct{})
-	s.mu.Unlock()
-	return false
-}
-
-func (s *session) markLost(why error) {
-	s.lostOnce.Do(func() {
-		s.cause = why
-		close(s.lost)
-		s.mu.Lock()
-		close(s.refreshed) // wake checkers; they find lost closed
-		s.refreshed = make(chan struct{})
-		s.mu.Unlock()
-	})
-}
-
-// errLost is what check returns once the lease is lost; the caller says
-// which stream, with the session's cause.
-var errLost = errors.New("lease lost")
-
-// close stops the tracker and revokes the lease, which deletes every key
-// attached to it (the member key, the election keys): successors start at
-// once. A lease already gone is not an error.
+// close stops following the replies and revokes the lease, which deletes
+// every key attached to it: successors start at once. A lease already gone
+// is not an error.
 func (s *session) close() error {
 	s.stop()
-	<-s.done
-	err := s.cs.Close()
-	s.markLost(errors.New("the member left the group"))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		err = nil
-	}
-	if err != nil {
+	<-s.stopped
+	if err := s.cs.Close(); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("etcd: revoking lease %x: %w", s.id(), err)
 	}
 	return nil

@@ -20,9 +20,11 @@ type Collector struct {
 	resyncs, saves, saveErrors                   *prometheus.Desc
 	connected, streams, commitAge                *prometheus.Desc
 	delays                                       *prometheus.HistogramVec
+	owned, handoffs, losses                      *prometheus.Desc
 
 	mu     sync.Mutex
 	groups map[string]*group
+	owners map[string]ownerCounts // member → what OwnerHook counted
 }
 
 // group is the metrics of one name, guarded by Collector.mu. Each stream
@@ -92,7 +94,11 @@ func NewCollector(opts ...Option) (*Collector, error) {
 			Help:    "Wait before each reopen of a connection.",
 			Buckets: cfg.buckets,
 		}, []string{"name"}),
-		groups: make(map[string]*group),
+		owned:    prometheus.NewDesc(name("owned_streams"), "Streams the group member owns.", []string{"member"}, nil),
+		handoffs: prometheus.NewDesc(name("handoffs_total"), "Ownerships of the group member ended by a handoff.", []string{"member"}, nil),
+		losses:   prometheus.NewDesc(name("owner_losses_total"), "Ownerships of the group member lost: its lease expired, or it was fenced out.", []string{"member"}, nil),
+		groups:   make(map[string]*group),
+		owners:   make(map[string]ownerCounts),
 	}, nil
 }
 
@@ -101,6 +107,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.events, c.progress, c.opens, c.cleanEnds, c.failures, c.resyncs,
 		c.saves, c.saveErrors, c.connected, c.streams, c.commitAge,
+		c.owned, c.handoffs, c.losses,
 	} {
 		ch <- d
 	}
@@ -134,7 +141,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		s.age = now.Sub(g.since)
 		samples = append(samples, s)
 	}
+	owners := make([]ownerSample, 0, len(c.owners))
+	for member, o := range c.owners {
+		owners = append(owners, ownerSample{member, o})
+	}
 	c.mu.Unlock()
+	c.collectOwners(ch, owners)
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

@@ -37,7 +37,7 @@ func startThree(t *testing.T, extra ...string) (*cluster.Cluster, *clientv3.Clie
 		f.start(id, fourStreams)
 	}
 	w := startWriter(t, cl, "/streams/", fourStreams, 10*time.Millisecond)
-	owners := awaitOwners(t, cl, fourStreams, threeWorkers)
+	owners := awaitPicks(t, cl, fourStreams, threeWorkers)
 	f.await("every stream handled by its owner", func(lines []line) bool {
 		for s, m := range owners {
 			if !slices.ContainsFunc(lines, func(l line) bool { return l.Stream == s && l.Worker == m }) {
@@ -79,7 +79,7 @@ func TestKillOwner(t *testing.T) {
 		}
 	}
 	survivors := slices.DeleteFunc(slices.Clone(threeWorkers), func(m string) bool { return m == victim })
-	awaitOwners(t, cl, fourStreams, survivors)
+	awaitPicks(t, cl, fourStreams, survivors)
 	w.halt()
 	events := history(t, cl, "/streams/", 1)
 	f.awaitHandled(events)
@@ -134,7 +134,7 @@ func TestTerminateOwner(t *testing.T) {
 		f.awaitStderr(victim, "released "+s)
 	}
 	survivors := slices.DeleteFunc(slices.Clone(threeWorkers), func(m string) bool { return m == victim })
-	awaitOwners(t, cl, fourStreams, survivors)
+	awaitPicks(t, cl, fourStreams, survivors)
 	w.halt()
 	events := history(t, cl, "/streams/", 1)
 	f.awaitHandled(events)
@@ -179,7 +179,7 @@ func TestPausedOwner(t *testing.T) {
 	// it resumes.
 	a := f.start("a", streams, "-checkpoint-every", "1000", "-checkpoint-interval", "0")
 	w := startWriter(t, cl, "/streams/", streams, 20*time.Millisecond)
-	awaitOwners(t, cl, streams, []string{"a"})
+	awaitPicks(t, cl, streams, []string{"a"})
 	f.await("a handling", func(lines []line) bool { return len(lines) >= 5 })
 
 	if err := a.proc.Signal(syscall.SIGSTOP); err != nil {

@@ -1,0 +1,61 @@
+package prom
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// OwnerHook returns the function that counts, under the member's name, the
+// ownership changes of a group member that runs streams one owner at a
+// time (etcd.Group: call it from the hook of etcd.WithOwnerHook with the
+// event's Member, Owned and Err). owned is true when the member starts
+// owning a stream; false when it stops, with err nil for a handoff and
+// non-nil for a loss. It feeds three series labelled "member":
+//
+//	resumable_owned_streams{member}       streams the member owns now
+//	resumable_handoffs_total{member}      ownerships ended by a handoff
+//	resumable_owner_losses_total{member}  ownerships lost (lease expired, fenced out)
+//
+// The function is safe for concurrent use. A member's series stay once it
+// reported, however many streams it owns. A nil c counts nothing.
+func OwnerHook(c *Collector) func(member string, owned bool, err error) {
+	if c == nil {
+		return func(string, bool, error) {}
+	}
+	return func(member string, owned bool, err error) {
+		member = labelValue(member)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		o := c.owners[member]
+		switch {
+		case owned:
+			o.owned++
+		case err != nil:
+			o.owned--
+			o.losses++
+		default:
+			o.owned--
+			o.handoffs++
+		}
+		c.owners[member] = o
+	}
+}
+
+// ownerCounts is what OwnerHook counted of one member, guarded by
+// Collector.mu.
+type ownerCounts struct {
+	owned            int64
+	handoffs, losses uint64
+}
+
+// ownerSample is what a scrape reads of a member.
+type ownerSample struct {
+	member string
+	ownerCounts
+}
+
+// collectOwners sends the owner series of samples.
+func (c *Collector) collectOwners(ch chan<- prometheus.Metric, samples []ownerSample) {
+	for _, o := range samples {
+		ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, float64(o.owned), o.member)
+		ch <- prometheus.MustNewConstMetric(c.handoffs, prometheus.CounterValue, float64(o.handoffs), o.member)
+		ch <- prometheus.MustNewConstMetric(c.losses, prometheus.CounterValue, float64(o.losses), o.member)
+	}
+}
