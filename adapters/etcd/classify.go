@@ -12,10 +12,11 @@ import (
 
 // Classifier returns the [errclass.Classifier] for the failures of a
 // [Source] and a [Store]: the markers of package errclass decide first (an
-// expired cursor, a refused Save); an etcd or gRPC error whose code says
-// that retrying cannot help — PermissionDenied, Unauthenticated,
-// InvalidArgument — is [errclass.Fail]; anything else is left to the
-// default, which retries (no leader, an unreachable member, a timeout).
+// expired cursor, one of another history, a refused Save); an etcd or gRPC
+// error whose code says that retrying cannot help — PermissionDenied,
+// Unauthenticated, InvalidArgument — is [errclass.Fail]; anything else is
+// left to the default, which retries (no leader, an unreachable member, a
+// timeout).
 func Classifier() errclass.Classifier {
 	return errclass.Chain(errclass.Markers(), errclass.Func(classifyCode))
 }

@@ -60,7 +60,8 @@ func NewSource(w clientv3.Watcher, prefix string) *Source {
 	return &Source{w: w, kv: kv, prefix: prefix}
 }
 
-// Open starts a watch of the events strictly after cursor after. The watch
+// Open starts a watch of the events strictly after cursor after, once the
+// cluster shows the history after came from (see [NewSource]). The watch
 // lives until the connection is closed or ctx ends.
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
@@ -321,9 +322,6 @@ func (c *conn) Close() error {
 		c.stopVerify()
 	}
 	c.mu.Unlock()
-	if c.probe != nil {
-		c.probe.Stop()
-	}
 	return nil
 }
 
