@@ -19,7 +19,6 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
-	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 	"github.com/resumable-go/resumable/internal/childproc"
 )
 
@@ -361,43 +360,6 @@ func history(t *testing.T, c *clientv3.Client, prefix string, from int64) []even
 	}
 	t.Fatalf("the history watch of %s ended", prefix)
 	return nil
-}
-
-// owner returns the member that owns stream now (the value of its oldest
-// election key), or "" when none does.
-func owner(t *testing.T, c *clientv3.Client, stream string) string {
-	t.Helper()
-	resp, err := c.Get(ctxFor(t), "/resumable/owners/"+stream+"/", clientv3.WithFirstCreate()...)
-	if err != nil {
-		t.Fatalf("Get(owners) = %v", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return ""
-	}
-	return string(resp.Kvs[0].Value)
-}
-
-// awaitOwners waits until every stream is owned by the member rendezvous
-// hashing picks among members, and returns stream → owner.
-func awaitOwners(t *testing.T, c *clientv3.Client, streams, members []string) map[string]string {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		got := map[string]string{}
-		ok := true
-		for _, s := range streams {
-			want, _ := hrw.Pick(s, members)
-			got[s] = owner(t, c, s)
-			ok = ok && got[s] == want
-		}
-		if ok {
-			return got
-		}
-		if time.Now().After(end) {
-			t.Fatalf("owners = %v, want the rendezvous picks among %v", got, members)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // cursorHistory returns every value the cursor of stream had, in order.
