@@ -54,7 +54,10 @@ var _ stream.Source[Event, Cursor] = (*Source)(nil)
 // watch that delivered nothing for 10 seconds checks again: etcd's client
 // silently re-opens a broken watch on whatever answers at the endpoint,
 // and a cluster behind the watch's revision sends it nothing. With a bare
-// Watcher only the cluster ID in the watch's responses is checked.
+// Watcher only the cluster ID in the watch's responses is checked. A
+// cluster wiped or restored with the same flags (same ID) whose revision
+// already passed the cursor's cannot be told from the old one; see
+// docs/replaced-backend.md.
 func NewSource(w clientv3.Watcher, prefix string) *Source {
 	kv, _ := w.(clientv3.KV)
 	return &Source{w: w, kv: kv, prefix: prefix}
