@@ -440,3 +440,47 @@ func crashVerify(t testing.TB, lines []handledLine, kills int) []handledLine {
 	}
 	return uniq
 }
+
+// TestReplExampleDemo runs the example with no flags: its own server, a
+// stop after the 3rd change of a 10-row transaction, and a second run that
+// goes on with the 4th.
+func TestReplExampleDemo(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(pgBin(), "postgres")); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no PostgreSQL binaries: %v", err)
+		}
+		t.Fatal(err)
+	}
+	cmd := osexec.CommandContext(ctxFor(t), exampleBin(t))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the demo: %v\n%s", err, stderr.String())
+	}
+	path := filepath.Join(t.TempDir(), "stdout")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines := readHandled(t, path)
+	var got []string
+	for _, l := range lines {
+		got = append(got, fmt.Sprintf("%s %d %d", l.op, l.id, l.index))
+	}
+	want := []string{"INSERT 1 0", "INSERT 2 1", "INSERT 3 2", "INSERT 4 3", "INSERT 5 4", "INSERT 6 5", "INSERT 7 6",
+		"INSERT 8 7", "INSERT 9 8", "INSERT 10 9", "UPDATE 4 0", "DELETE 5 0"}
+	if !slices.Equal(got, want) || lines[0].lsn != lines[9].lsn {
+		t.Fatalf("the demo printed:\n%s\nwant %q", out, want)
+	}
+	if !strings.Contains(stderr.String(), "second run") {
+		t.Fatalf("the demo's stderr:\n%s", stderr.String())
+	}
+}
+
+// pgBin is where the example's demo looks for PostgreSQL's binaries.
+func pgBin() string {
+	if dir := os.Getenv(pgtest.EnvBin); dir != "" {
+		return dir
+	}
+	return pgtest.DefaultBin
+}

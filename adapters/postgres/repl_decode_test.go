@@ -453,3 +453,32 @@ func checkChanged(t *testing.T, err error, want string) {
 		t.Fatalf("Default().Classify(%v) = %v, want Expired", err, d)
 	}
 }
+
+func TestOpString(t *testing.T) {
+	for op, want := range map[Op]string{Insert: "INSERT", Update: "UPDATE", Delete: "DELETE", Truncate: "TRUNCATE",
+		Progress: "PROGRESS", ResyncStart: "RESYNC-START", Snapshot: "SNAPSHOT", ResyncEnd: "RESYNC-END", 0: "OP(0)", 42: "OP(42)"} {
+		if got := op.String(); got != want {
+			t.Errorf("Op(%d).String() = %q, want %q", op, got, want)
+		}
+	}
+}
+
+func TestCursorJSON(t *testing.T) {
+	codec := cursor.JSON[Cursor]()
+	c := Cursor{LSN: 0x16B3748, Index: -1, System: testID.system, Timeline: 3, Slot: "s1"}
+	data, err := codec.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"lsn":23803720,"index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}
+`
+	if string(data) != want {
+		t.Fatalf("Encode = %s, want %s", data, want)
+	}
+	if got, err := codec.Decode(data); got != c || err != nil {
+		t.Fatalf("Decode = %+v, %v; want %+v", got, err, c)
+	}
+	if err := (Cursor{Index: -2}).validate(); err == nil {
+		t.Fatal("validate(index -2) = nil, want an error")
+	}
+}
