@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
-	github.com/resumable-go/resumable v0.0.0
-	github.com/resumable-go/resumable/adapters/k8s v0.0.0
+	github.com/resumable-go/resumable v0.1.0
+	github.com/resumable-go/resumable/adapters/k8s v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0

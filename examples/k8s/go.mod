@@ -3,7 +3,7 @@ module github.com/resumable-go/resumable/examples/k8s
 go 1.26.0
 
 require (
-	github.com/resumable-go/resumable/adapters/k8s v0.0.0
+	github.com/resumable-go/resumable/adapters/k8s v0.1.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	k8s.io/api v0.37.2
@@ -38,7 +38,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/resumable-go/resumable v0.0.0 // indirect
+	github.com/resumable-go/resumable v0.1.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.uber.org/multierr v1.10.0 // indirect

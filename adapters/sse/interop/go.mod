@@ -6,7 +6,7 @@ replace github.com/resumable-go/resumable => ../../..
 
 require (
 	github.com/r3labs/sse/v2 v2.10.0
-	github.com/resumable-go/resumable v0.0.0-00010101000000-000000000000
+	github.com/resumable-go/resumable v0.1.0
 	github.com/tmaxmax/go-sse v0.12.0
 	go.uber.org/goleak v1.3.0
 	gopkg.in/cenkalti/backoff.v1 v1.1.0
