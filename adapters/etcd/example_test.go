@@ -64,7 +64,8 @@ func ExampleNewResumer() {
 
 // Every process calls Group.Run with the streams it offers; each stream runs
 // in one process at a time, with its cursor in etcd, every Save fenced by
-// the ownership and every event guarded by the lease.
+// the ownership and every event guarded by the lease. The owner hook
+// reports each ownership as it starts and ends.
 func ExampleGroup() {
 	client := exampleClient()
 	defer client.Close()
@@ -72,7 +73,17 @@ func ExampleGroup() {
 	defer cancel()
 
 	start, _ := etcd.Now(ctx, client) // a new stream starts at the current revision
-	g, err := etcd.NewGroup(client, "worker-1", etcd.WithKeyPrefix("/example/group/"))
+	g, err := etcd.NewGroup(client, "worker-1", etcd.WithKeyPrefix("/example/group/"),
+		etcd.WithOwnerHook(func(e etcd.OwnerEvent) {
+			switch {
+			case e.Owned:
+				fmt.Println(e.Member, "owns", e.Stream)
+			case e.Err != nil:
+				fmt.Println(e.Member, "lost", e.Stream+":", e.Err)
+			default:
+				fmt.Println(e.Member, "handed", e.Stream, "off")
+			}
+		}))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -105,7 +116,9 @@ func ExampleGroup() {
 	saved, _ := client.Get(context.Background(), "/example/group/cursors/orders")
 	fmt.Println("cursor saved:", len(saved.Kvs) == 1)
 	// Output:
+	// worker-1 owns orders
 	// owner of orders - cursor at /example/group/cursors/orders
+	// worker-1 handed orders off
 	// Run: context canceled
 	// handled: /example/streams/orders/1
 	// cursor saved: true

@@ -290,7 +290,11 @@ func (g *Group) join(ctx context.Context, streams []string, offered map[string]b
 	var events []OwnerEvent
 	for len(m.runs) > 0 {
 		e := <-m.ended
-		events = append(events, OwnerEvent{Stream: e.stream, Member: g.member, Err: m.runs[e.stream].err})
+		cause := m.runs[e.stream].err
+		if cause == nil && errors.Is(e.err, ErrNotOwner) {
+			cause = e.err // it had ended on its own
+		}
+		events = append(events, OwnerEvent{Stream: e.stream, Member: g.member, Err: cause})
 		delete(m.runs, e.stream)
 	}
 	if cerr := s.close(); cerr != nil {
@@ -437,21 +441,19 @@ func (m *member) reconcile(ctx context.Context, stream string) error {
 }
 
 // take creates stream's owner key under this member's lease if it does not
-// exist, and runs the stream if it did not.
+// exist, and runs the stream if it did not. If it did, the watch brings it.
 func (m *member) take(ctx context.Context, stream string) error {
 	key := m.g.prefix + "owners/" + stream
 	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
 	defer cancel()
 	resp, err := m.g.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, m.g.member, clientv3.WithLease(m.s.id()))).Else(clientv3.OpGet(key)).Commit()
-	switch {
-	case err != nil:
+		Then(clientv3.OpPut(key, m.g.member, clientv3.WithLease(m.s.id()))).Commit()
+	if err != nil {
 		return fmt.Errorf("etcd: taking stream %q: %w", stream, err)
-	case resp.Succeeded:
+	}
+	if resp.Succeeded {
 		m.v.own(stream, ownerKey{m.s.id(), resp.Header.Revision, resp.Header.Revision})
 		m.start(ctx, stream, resp.Header.Revision)
-	default:
-		m.v.seen(stream, (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange()), resp.Header.Revision)
 	}
 	return nil
 }
@@ -494,22 +496,16 @@ func (m *member) stop(o *ownership, why error) {
 func (m *member) end(ctx context.Context, e ended) error {
 	o := m.runs[e.stream]
 	delete(m.runs, e.stream)
-	if !o.stopping {
-		o.err = e.err // ErrNotOwner: fenced out
+	if !o.stopping { // the run returned ErrNotOwner: the owner key is gone
+		o.err = e.err
+		m.v.own(e.stream, ownerKey{mod: o.rev})
 	}
 	m.g.emit(OwnerEvent{Stream: e.stream, Member: m.g.member, Err: o.err})
-	if o.err == nil {
-		return m.release(ctx, e.stream, o.rev)
+	if o.err != nil {
+		m.g.log.Warn("stream lost", zap.String("stream", e.stream), zap.Error(o.err))
+		return m.reconcile(ctx, e.stream)
 	}
-	m.g.log.Warn("stream lost", zap.String("stream", e.stream), zap.Error(o.err))
-	rctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-	defer cancel()
-	resp, err := m.g.client.Get(rctx, m.g.prefix+"owners/"+e.stream)
-	if err != nil {
-		return fmt.Errorf("etcd: reading the owner of stream %q: %w", e.stream, err)
-	}
-	m.v.seen(e.stream, resp, resp.Header.Revision)
-	return m.reconcile(ctx, e.stream)
+	return m.release(ctx, e.stream, o.rev)
 }
 
 // own runs stream, and again after a backoff step each time the run

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,7 +29,44 @@ type recorder struct {
 	log     []string          // "start MEMBER STREAM", "stop MEMBER STREAM"
 	running map[string]string // stream → member
 	owners  map[string]*etcd.Owner
+	events  []string // "MEMBER owned|released|lost STREAM", from the owner hooks
 	changed chan struct{}
+}
+
+// hook records an owner event.
+func (r *recorder) hook(e etcd.OwnerEvent) {
+	verb := "owned"
+	switch {
+	case e.Err != nil && errors.Is(e.Err, etcd.ErrNotOwner) && !e.Owned:
+		verb = "lost"
+	case e.Err != nil:
+		r.t.Errorf("owner event %+v: an error that does not match %v", e, etcd.ErrNotOwner)
+	case !e.Owned:
+		verb = "released"
+	}
+	r.note(func() { r.events = append(r.events, e.Member+" "+verb+" "+e.Stream) })
+}
+
+// awaitEvents waits until the owner hooks reported want, in this order.
+func (r *recorder) awaitEvents(want ...string) {
+	r.t.Helper()
+	timeout := time.After(deadline)
+	for {
+		r.mu.Lock()
+		got, changed := append([]string(nil), r.events...), r.changed
+		r.mu.Unlock()
+		if len(got) >= len(want) {
+			if diff := cmp.Diff(want, got); diff != "" {
+				r.t.Errorf("owner events (-want +got):\n%s", diff)
+			}
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			r.t.Fatalf("timed out waiting for owner events %q; got %q", want, got)
+		}
+	}
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -107,9 +145,9 @@ type member struct {
 	done   chan error
 }
 
-func startMember(t *testing.T, c *clientv3.Client, prefix, name string, streams []string, run etcd.RunFunc) *member {
+func startMember(t *testing.T, c *clientv3.Client, prefix, name string, streams []string, run etcd.RunFunc, opts ...etcd.GroupOption) *member {
 	t.Helper()
-	g, err := etcd.NewGroup(c, name, etcd.WithTTL(ttl), etcd.WithKeyPrefix(prefix))
+	g, err := etcd.NewGroup(c, name, append([]etcd.GroupOption{etcd.WithTTL(ttl), etcd.WithKeyPrefix(prefix)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewGroup() = %v", err)
 	}
@@ -164,12 +202,24 @@ func TestGroupOneMember(t *testing.T) {
 	c := newClient(t)
 	p := newPrefix(t)
 	r := newRecorder(t)
-	m := startMember(t, c, p, "a", streams3, r.run("a"))
+	m := startMember(t, c, p, "a", streams3, r.run("a"), etcd.WithOwnerHook(r.hook))
 	r.awaitOwners(picked(streams3, []string{"a"}))
 	if err := m.stop(t); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run() after cancel = %v, want %v", err, context.Canceled)
 	}
 	r.awaitOwners(map[string]string{})
+	r.mu.Lock()
+	events := r.events
+	r.mu.Unlock()
+	for _, s := range streams3 {
+		// Owned in the order offered; released once each at the stop.
+		if n := len(slices.DeleteFunc(slices.Clone(events), func(e string) bool { return e != "a released "+s })); n != 1 {
+			t.Errorf("owner events %q: %d releases of %s, want 1", events, n, s)
+		}
+	}
+	if want := []string{"a owned s1", "a owned s2", "a owned s3", "a owned s4", "a owned s5", "a owned s6"}; len(events) != 12 || !slices.Equal(want, events[:6]) {
+		t.Errorf("owner events = %q, want %q then a release of each", events, want)
+	}
 	// The lease was revoked: no member key, no election key is left.
 	if keys := keysUnder(t, c, p+"members/"); len(keys) != 0 {
 		t.Errorf("member keys after Run returned: %v", keys)
@@ -231,7 +281,7 @@ func TestGroupLeaseLost(t *testing.T) {
 	ctx := ctxFor(t)
 	p := newPrefix(t)
 	r := newRecorder(t)
-	startMember(t, c, p, "a", []string{"s"}, r.run("a"))
+	startMember(t, c, p, "a", []string{"s"}, r.run("a"), etcd.WithOwnerHook(r.hook))
 	r.awaitOwners(map[string]string{"s": "a"})
 	o := r.owner("s")
 	store, err := etcd.NewOwnerStore(o, etcd.CursorCodec(), etcd.Cursor{})
@@ -263,6 +313,7 @@ func TestGroupLeaseLost(t *testing.T) {
 	r.await("the member to run the stream again", func(running map[string]string) bool {
 		return running["s"] == "a" && r.owners["s"] != o
 	})
+	r.awaitEvents("a owned s", "a lost s", "a owned s")
 
 	if err := store.Save(ctx, etcd.Cursor{Revision: 4}); !errors.Is(err, etcd.ErrNotOwner) {
 		t.Errorf("Save() after the lease was lost = %v, want %v", err, etcd.ErrNotOwner)

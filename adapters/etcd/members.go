@@ -74,18 +74,9 @@ func (v *view) apply(kv *mvccpb.KeyValue, typ mvccpb.Event_EventType) (stream st
 	return stream, false
 }
 
-// seen records what a read of stream's owner key at revision rev found.
-func (v *view) seen(stream string, r *clientv3.GetResponse, rev int64) {
-	if r != nil && len(r.Kvs) > 0 {
-		v.apply(r.Kvs[0], mvccpb.PUT)
-	} else {
-		v.own(stream, ownerKey{mod: rev})
-	}
-}
-
 // own records k as stream's owner key unless the view knows a later state.
 func (v *view) own(stream string, k ownerKey) {
-	if k.mod > v.owners[stream].mod {
+	if k.mod >= v.owners[stream].mod {
 		v.owners[stream] = k
 	}
 }
