@@ -50,7 +50,7 @@ var _ stream.Source[Event, Cursor] = (*Source)(nil)
 // or a current revision below one the cursor or the watch already saw (the
 // data was wiped, or restored from an older snapshot). When w is also a
 // clientv3.KV (a *clientv3.Client is), Open checks with one linearizable
-// read of the prefix's first key (count only) before it watches, and a
+// read of the key named by the prefix (count only) before it watches, and a
 // watch that delivered nothing for 10 seconds checks again: etcd's client
 // silently re-opens a broken watch on whatever answers at the endpoint,
 // and a cluster behind the watch's revision sends it nothing. With a bare
