@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,5 +155,62 @@ func TestEndOfStream(t *testing.T) {
 	n := 0
 	if err := r.Run(context.Background(), func(context.Context, sse.Event) error { n++; return nil }); err != nil || n != 2 {
 		t.Errorf("Run() = %v after %d events, want nil after 2", err, n)
+	}
+}
+
+// TestFileStoreEmptyID: with the durable store the docs recommend
+// (cursor.File with cursor.String), a stream whose cursor is "" (a
+// heartbeat before the first id) and then returns to "" (an empty id:)
+// saves it, and the next run starts from it; before cursor.String could
+// store "", the first such save ended Run for good.
+func TestFileStoreEmptyID(t *testing.T) {
+	var mu sync.Mutex
+	var lastIDs [][]string // the Last-Event-ID of each request
+	src := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lastIDs = append(lastIDs, r.Header.Values("Last-Event-ID"))
+		n := len(lastIDs)
+		mu.Unlock()
+		if n > 1 {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": ping\n\n")
+		_ = http.NewResponseController(w).Flush()
+		_, _ = io.WriteString(w, "id: 1\ndata: a\n\nid:\ndata: b\n\n")
+	})
+	path := filepath.Join(t.TempDir(), "cursor")
+	run := func() ([]string, error) {
+		store, err := cursor.NewFile(path, "", cursor.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := stream.New(src, sse.EventID, store, fastBackoff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		err = r.Run(context.Background(), func(_ context.Context, ev sse.Event) error {
+			got = append(got, ev.ID+":"+ev.Data)
+			return nil
+		})
+		return got, err
+	}
+	got, err := run()
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff([]string{"1:a", ":b"}, got); diff != "" {
+		t.Errorf("events (-want +got)\n%s", diff)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || string(data) != "quoted\n\"\"\n" {
+		t.Errorf("cursor file = %q, %v, want the empty cursor in the quoted form", data, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([][]string{nil, nil}, lastIDs); diff != "" {
+		t.Errorf("Last-Event-ID of each request (-want +got)\n%s", diff)
 	}
 }
