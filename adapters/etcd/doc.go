@@ -1,8 +1,9 @@
 // Package etcd is resumable's adapter for etcd: a [stream.Source] over a
 // watch of a key prefix, a [cursor.Store] that keeps a cursor in an etcd
 // key, and a [Group] that runs named streams across processes, one owner
-// per stream, with an etcd lease, an election and fenced writes. It is the
-// only place the module imports etcd (go.etcd.io/etcd/client/v3 v3.7).
+// per stream, with an etcd lease, a lease-bound owner key per stream and
+// fenced writes. It is the only place the module imports etcd
+// (go.etcd.io/etcd/client/v3 v3.7).
 //
 // # Watching a prefix
 //
@@ -67,25 +68,25 @@
 //		return r.Run(ctx, etcd.Guard(o, handle))
 //	})
 //
-// The members register under the group's prefix with their lease; each
-// stream is given to the member that rendezvous hashing picks among the
-// live members offering it, which campaigns in the stream's election and
-// runs it once elected. Rules of use:
-//   - At most one member owns a stream at a time: ownership is the etcd
-//     election, held under the member's lease.
+// The members register under the group's prefix with their lease. A free
+// stream is taken by the member that rendezvous hashing picks among the
+// live members offering it, with a transaction that creates the stream's
+// owner key under its lease only if the key does not exist. Rules of use:
+//   - At most one member owns a stream at a time: the owner key exists once,
+//     and goes with its owner's lease.
 //   - Fenced writes: [NewOwnerStore]'s Save is a transaction conditioned on
-//     the owner's election key ([Owner.Fence]), which goes with the lease.
-//     Once a successor was elected, no Save of a former owner lands, and
-//     the stored cursor never goes back.
+//     the owner key's create revision ([Owner.Fence]). Once the key is gone
+//     (the lease expired, the stream was handed off), no Save of the former
+//     owner lands, and the stored cursor never goes back.
 //   - Guarded handling: [Guard] checks before each event that the member's
 //     lease cannot have expired by the process's own clock. A member paused
 //     or cut off past its lease handles nothing more when it resumes, except
 //     the one event per stream whose check had passed before the pause.
 //   - Graceful handoff: when [Group.Run]'s context ends, or a stream must
 //     move to a member that joined, the run's context is cancelled, the
-//     Resumer saves its cursor, and the member resigns (or revokes its
-//     lease): the successor starts at once, where the owner stopped,
-//     without redelivery.
+//     Resumer saves its cursor, and the member deletes its owner key (or
+//     revokes its lease): the successor starts at once, where the owner
+//     stopped, without redelivery.
 //   - Crash: a member that dies keeps its streams until its lease expires
 //     (the TTL); its successor then redelivers what was handled since the
 //     last checkpoint — at most the checkpoint cadence
@@ -93,6 +94,10 @@
 //   - Delivery is at-least-once. Exactly-once effects need the handler's
 //     writes to carry the fence too (put them in a transaction with
 //     [Owner.Fence], or make them idempotent).
+//   - [WithOwnerHook] reports each ownership as it starts and ends (handed
+//     off, or lost).
+//   - The etcd client logs to stderr, noisily at shutdown, unless its
+//     clientv3.Config.Logger is set (zap.NewNop() to silence it).
 //
 // No goroutine a Group starts outlives [Group.Run]. The etcd client's own
 // goroutines (keep-alives, watches) belong to the client and end when it is

@@ -32,7 +32,7 @@ type session struct {
 	start    time.Time     // the monotonic origin of deadline
 	deadline atomic.Int64  // nanoseconds after start
 	gone     chan struct{} // closed when check found the lease gone
-	goneOnce atomic.Bool
+	goneOnce atomic.Bool   // set before gone is closed
 	confirm  chan struct{} // a token: one TimeToLive at a time
 
 	stop    context.CancelFunc // ends the reading of the replies
@@ -87,10 +87,11 @@ func (s *session) id() clientv3.LeaseID { return s.cs.Lease() }
 
 // lost reports whether the lease is known gone or no longer kept alive.
 func (s *session) lost() bool {
+	if s.goneOnce.Load() {
+		return true
+	}
 	select {
 	case <-s.cs.Done():
-		return true
-	case <-s.gone:
 		return true
 	default:
 		return false
