@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -38,7 +38,9 @@ type Source struct {
 	slot     string
 	pub      string
 	interval time.Duration
-	saved    atomic.Pointer[Cursor] // the last cursor the Store loaded or saved
+
+	mu    sync.Mutex // guards saved
+	saved Cursor     // the last cursor the Store loaded or saved; zero: none
 }
 
 var _ stream.Source[Event, Cursor] = (*Source)(nil)
@@ -131,7 +133,7 @@ type confirming struct {
 func (c *confirming) Load(ctx context.Context) (Cursor, error) {
 	cur, err := c.st.Load(ctx)
 	if err == nil {
-		c.src.saved.Store(&cur)
+		c.src.hold(cur)
 	}
 	return cur, err
 }
@@ -139,9 +141,23 @@ func (c *confirming) Load(ctx context.Context) (Cursor, error) {
 func (c *confirming) Save(ctx context.Context, cur Cursor) error {
 	err := c.st.Save(ctx, cur)
 	if err == nil {
-		c.src.saved.Store(&cur)
+		c.src.hold(cur)
 	}
 	return err
+}
+
+// hold records c as the cursor the Store holds.
+func (s *Source) hold(c Cursor) {
+	s.mu.Lock()
+	s.saved = c
+	s.mu.Unlock()
+}
+
+// held returns the cursor the Store holds (zero for none).
+func (s *Source) held() Cursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saved
 }
 
 // RecvRespectsContext implements [stream.ContextRespecter]: Recv returns as
@@ -242,7 +258,7 @@ func (id identity) check(after Cursor) error {
 
 // matches reports whether c may be confirmed on a connection with this
 // identity: it was read from it, or carries no identity.
-func (id identity) matches(c *Cursor) bool {
+func (id identity) matches(c Cursor) bool {
 	return (c.System == "" || c.System == id.system) &&
 		(c.Timeline == 0 || c.Timeline == id.timeline) &&
 		(c.Slot == "" || c.Slot == id.slot)

@@ -226,7 +226,7 @@ func (c *conn) protocolError(format string, args ...any) error {
 // ignores) otherwise.
 func (c *conn) sendStatus() error {
 	var flush pglogrepl.LSN
-	if saved := c.src.saved.Load(); saved != nil && c.id.matches(saved) {
+	if saved := c.src.held(); c.id.matches(saved) {
 		flush = saved.LSN
 	}
 	now := time.Now()
