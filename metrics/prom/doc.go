@@ -58,5 +58,9 @@
 //     is connected and quiet for long is stalled (or has nothing to say;
 //     bookmarks and progress-only events count as commits).
 //
+// [OwnerHook] counts the ownership changes of a group member (etcd.Group's
+// owner hook) under a "member" label: resumable_owned_streams{member},
+// resumable_handoffs_total{member} and resumable_owner_losses_total{member}.
+//
 // A nil *Collector counts nothing: [Hooks] then returns empty hooks.
 package prom

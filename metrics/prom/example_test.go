@@ -3,6 +3,7 @@ package prom_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http/httptest"
@@ -68,4 +69,34 @@ func Example() {
 	// resumable_failures_total{action="retry",name="orders"} 2
 	// resumable_opens_total{name="orders"} 2
 	// resumable_reconnect_delay_seconds_count{name="orders"} 2
+}
+
+// The owner hook of a group member, fed here by hand as the hook of
+// etcd.WithOwnerHook feeds it: two streams taken, one handed off, one lost.
+func ExampleOwnerHook() {
+	c, err := prom.NewCollector()
+	if err != nil {
+		log.Fatal(err)
+	}
+	owners := prom.OwnerHook(c)
+	owners("worker-1", true, nil)                          // owns orders
+	owners("worker-1", true, nil)                          // owns payments
+	owners("worker-1", false, nil)                         // handed orders off
+	owners("worker-1", false, errors.New("lease expired")) // lost payments
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			fmt.Println(mf.GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue()+m.GetGauge().GetValue())
+		}
+	}
+	// Output:
+	// resumable_handoffs_total worker-1 1
+	// resumable_owned_streams worker-1 0
+	// resumable_owner_losses_total worker-1 1
 }
