@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -41,6 +42,8 @@ type Source struct {
 
 	mu    sync.Mutex // guards saved
 	saved Cursor     // the last cursor the Store loaded or saved; zero: none
+
+	statuses atomic.Int64 // status updates sent, for tests
 }
 
 var _ stream.Source[Event, Cursor] = (*Source)(nil)

@@ -234,6 +234,7 @@ func (c *conn) sendStatus() error {
 	if err := c.pg.Frontend().SendUnbufferedEncodedCopyData(c.statusBuf); err != nil {
 		return fmt.Errorf("postgres: replication of slot %q: sending standby status: %w", c.src.slot, err)
 	}
+	c.src.statuses.Add(1)
 	c.next = now.Add(c.src.interval)
 	if err := c.pg.Conn().SetReadDeadline(c.next); err != nil {
 		return fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -601,5 +602,45 @@ func TestNewSourceInvalid(t *testing.T) {
 	}
 	if _, err := postgres.NewResumer(nil, cursor.NewMemory(postgres.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) {
 		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalidOption", err)
+	}
+}
+
+// TestReplStatusDuringLongTransaction sends a status update every
+// millisecond while a 50,000-row transaction streams: the read deadline
+// that paces them interrupts reads in the middle of messages, which must
+// lose nothing.
+func TestReplStatusDuringLongTransaction(t *testing.T) {
+	const rows = 50_000
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(1, %d) g", rows))
+	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.NewResumer(src, cursor.NewMemory(postgres.Cursor{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []postgres.Event
+	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+		if got = append(got, ev); len(got) == rows {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if n := postgres.StatusUpdates(src); n < 10 {
+		t.Fatalf("%d status updates sent while streaming, want many", n)
+	} else {
+		t.Logf("%d status updates sent while streaming", n)
+	}
+	for i, ev := range got {
+		id, _ := ev.New.Get("id")
+		if ev.Index != i || string(id) != strconv.Itoa(i+1) || ev.LSN != got[0].LSN {
+			t.Fatalf("change %d: %s, want INSERT %d at index %d of %v", i, line(ev), i+1, i, got[0].LSN)
+		}
 	}
 }

@@ -1,0 +1,5 @@
+package postgres
+
+// StatusUpdates returns the number of standby status updates the
+// connections of s have sent.
+func StatusUpdates(s *Source) int64 { return s.statuses.Load() }
