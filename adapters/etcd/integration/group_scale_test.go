@@ -42,27 +42,19 @@ func TestGroupScale(t *testing.T) {
 	names := make([]string, nMembers)
 	counts := newOwnedCounts()
 	members := make([]*scaleMember, nMembers)
+	atStart := etcdRequests(t, c)
 	for i := range names {
 		names[i] = fmt.Sprintf("m%d", i)
 		members[i] = startScaleMember(t, c, names[i], streams, counts)
 	}
 	took := counts.await(t, expected(streams, names), 5*time.Minute)
-	t.Logf("every stream owned by its pick: %v after the members started; requests meanwhile: %v", took.Round(time.Millisecond), counts.requests(t, c))
+	t.Logf("every stream owned by its pick %v after the members started; requests meanwhile: %s", took.Round(time.Millisecond), delta(atStart, etcdRequests(t, c)))
 
 	before := etcdRequests(t, c)
 	const window = 30 * time.Second
 	time.Sleep(window) // a measurement window, not a synchronisation
 	after := etcdRequests(t, c)
-	var lines []string
-	total := 0.0
-	for method, n := range after {
-		if d := n - before[method]; d > 0 {
-			lines = append(lines, fmt.Sprintf("%s %.2f/s", method, d/window.Seconds()))
-			total += d
-		}
-	}
-	sort.Strings(lines)
-	t.Logf("steady: %.2f requests/s to etcd (gRPC messages received, every member): %s", total/window.Seconds(), strings.Join(lines, ", "))
+	t.Logf("steady, over %v: %s (gRPC messages received by every cluster member)", window, delta(before, after))
 	for _, m := range []string{"Range", "Txn", "Put", "DeleteRange", "LeaseTimeToLive"} {
 		if d := after[m] - before[m]; d > 0 {
 			t.Errorf("steady: %v %s requests in %v, want none (no polling)", d, m, window)
@@ -71,15 +63,17 @@ func TestGroupScale(t *testing.T) {
 
 	// The last member dies: its client closes, its lease is no longer kept
 	// alive, and the others take its streams once the lease expired.
+	before = etcdRequests(t, c)
 	members[nMembers-1].client.Close()
 	took = counts.await(t, expected(streams, names[:nMembers-1]), 5*time.Minute)
-	t.Logf("a dead member's share moved %v after it died (lease TTL %v)", took.Round(time.Millisecond), etcd.DefaultTTL)
+	t.Logf("a dead member's share moved %v after it died (lease TTL %v); requests: %s", took.Round(time.Millisecond), etcd.DefaultTTL, delta(before, etcdRequests(t, c)))
 
 	// A member stops gracefully: its share moves at once.
+	before = etcdRequests(t, c)
 	stopped := time.Now()
 	members[0].stop(t)
 	counts.await(t, expected(streams, names[1:nMembers-1]), 5*time.Minute)
-	t.Logf("a stopped member's share moved %v after its stop began", time.Since(stopped).Round(time.Millisecond))
+	t.Logf("a stopped member's share moved %v after its stop began; requests: %s", time.Since(stopped).Round(time.Millisecond), delta(before, etcdRequests(t, c)))
 }
 
 // expected returns how many streams rendezvous hashing gives each member.
@@ -144,12 +138,16 @@ func (o *ownedCounts) await(t *testing.T, want map[string]int, limit time.Durati
 	}
 }
 
-func (o *ownedCounts) requests(t *testing.T, c *cluster.Cluster) string {
-	total := 0.0
-	for _, n := range etcdRequests(t, c) {
-		total += n
+// delta formats the requests made between two readings, by method.
+func delta(before, after map[string]float64) string {
+	var lines []string
+	for method, n := range after {
+		if d := n - before[method]; d > 0 {
+			lines = append(lines, fmt.Sprintf("%s %.0f", method, d))
+		}
 	}
-	return strconv.FormatFloat(total, 'f', 0, 64)
+	sort.Strings(lines)
+	return strings.Join(lines, ", ")
 }
 
 // scaleMember is a Group member with a client of its own.
