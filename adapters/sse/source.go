@@ -286,8 +286,8 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 	switch {
 	case ctx.Err() != nil:
 		err = ctx.Err()
-	case c.closed.Load():
-		err = fmt.Errorf("sse: connection closed: %w", net.ErrClosed)
+	case c.closed.Load(): // closed by the Resumer (its idle watchdog): the server's retry: still holds
+		err = c.src.floor(fmt.Errorf("sse: connection closed: %w", net.ErrClosed), 0)
 	case errors.Is(err, ErrEventTooLarge):
 		err = errclass.Permanent(err)
 	default:

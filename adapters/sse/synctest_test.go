@@ -275,3 +275,41 @@ func TestOpenErrorBodyNeverSent(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleCloseKeepsTheServersRetry: after retry: 60000 and a server that
+// goes silent, the idle watchdog's close does not drop the server's
+// reconnection time: the reconnect waits the minute.
+func TestIdleCloseKeepsTheServersRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var opened []time.Time
+		src := servePipe(t, func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			opened = append(opened, time.Now())
+			mu.Unlock()
+			if r.Header.Get("Last-Event-ID") == "1" {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			writeFlush(w, "retry: 60000\nid: 1\ndata: a\n\n")
+			<-r.Context().Done() // silent until the client gives up
+		})
+		var d disconnects
+		r, err := stream.New(src, sse.EventID, cursor.NewMemory(""), stream.WithIdleTimeout(10*time.Second), d.hooks())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(context.Background(), func(context.Context, sse.Event) error { return nil }); err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(opened) != 2 || d.idle() != 1 {
+			t.Fatalf("%d opens and %d idle timeouts, want 2 and 1", len(opened), d.idle())
+		}
+		if gap := opened[1].Sub(opened[0]); gap < time.Minute {
+			t.Errorf("reconnected %v after the first open, want at least the server's 1m retry", gap)
+		}
+	})
+}
