@@ -62,10 +62,13 @@ func (f sourceOption) applySource(s *Source) { f(s) }
 // standby status update (its positions) when nothing else made it do so;
 // it also bounds how long a saved position waits before it is confirmed.
 // The server's wal_sender_timeout (60s by default) must be longer.
-// Default 10s; d ≤ 0 keeps the default.
+// Default 10s; 0 keeps the default, and a negative d makes NewSource fail.
 func WithStatusInterval(d time.Duration) SourceOption {
 	return sourceOption(func(s *Source) {
-		if d > 0 {
+		switch {
+		case d < 0:
+			s.interval = -1
+		case d > 0:
 			s.interval = d
 		}
 	})
@@ -85,8 +88,8 @@ var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 // superuser), and the server wal_level=logical.
 //
 // It returns an error for a dsn that does not parse, a slot name that is
-// not 1–63 characters of a–z, 0–9 and _, or a publication name that is not
-// an unquoted identifier.
+// not 1–63 characters of a–z, 0–9 and _, a publication name that is not
+// an unquoted identifier, or a bad option.
 func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
@@ -104,6 +107,9 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 		if o != nil {
 			o.applySource(s)
 		}
+	}
+	if s.interval < 0 {
+		return nil, errors.New("postgres: NewSource: WithStatusInterval: negative interval")
 	}
 	return s, nil
 }

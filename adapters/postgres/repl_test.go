@@ -600,6 +600,12 @@ func TestNewSourceInvalid(t *testing.T) {
 			}
 		})
 	}
+	if _, err := postgres.NewSource("postgres://localhost/db", "s", "p", postgres.WithStatusInterval(-time.Second)); err == nil {
+		t.Fatal("NewSource(WithStatusInterval(-1s)) = nil error, want one")
+	}
+	if _, err := postgres.NewSource("postgres://localhost/db", "s", "p", nil, postgres.WithStatusInterval(0)); err != nil {
+		t.Fatalf("NewSource(nil option, WithStatusInterval(0)) = %v, want nil", err)
+	}
 	if _, err := postgres.NewResumer(nil, cursor.NewMemory(postgres.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) {
 		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalidOption", err)
 	}
