@@ -24,7 +24,8 @@ const defaultStatusInterval = 10 * time.Second
 // Source is a [stream.Source] of the changes a publication publishes, read
 // through a logical replication slot with the pgoutput plugin (protocol
 // version 1). Make one with [NewSource]; it serves one stream (one slot, one
-// cursor) at a time, and starts no goroutine.
+// cursor) at a time, and starts no goroutine of its own (pgconn's, when a
+// connection breaks, ends before the connection's Close returns).
 //
 // What the server is told: a connection confirms to the server (as the
 // flush position of its standby status updates, which becomes the slot's

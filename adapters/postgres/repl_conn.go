@@ -39,7 +39,7 @@ type conn struct {
 
 	rels map[uint32]*relation
 	skip Cursor // changes at or before it were handled before this Open
-	last Cursor // the position of the last event delivered (or skipped)
+	last Cursor // the position of the last event delivered, or skip
 
 	inTx  bool          // between a Begin and its Commit
 	txLSN pglogrepl.LSN // the transaction's commit LSN
@@ -47,9 +47,8 @@ type conn struct {
 	idx   int // index of the transaction's last change seen
 
 	trunc     []uint32 // relations of a Truncate still to deliver
-	walEnd    pglogrepl.LSN
+	walEnd    pglogrepl.LSN // the furthest position the server reported
 	statusBuf []byte
-	next      time.Time // when the next standby status is due
 }
 
 func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) *conn {
@@ -235,8 +234,9 @@ func (c *conn) sendStatus() error {
 		return fmt.Errorf("postgres: replication of slot %q: sending standby status: %w", c.src.slot, err)
 	}
 	c.src.statuses.Add(1)
-	c.next = now.Add(c.src.interval)
-	if err := c.pg.Conn().SetReadDeadline(c.next); err != nil {
+	// The next read that would wait past the interval times out, and
+	// Recv sends the next update.
+	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
 		return fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
 	}
 	return nil
