@@ -46,7 +46,7 @@ type conn struct {
 	xid   uint32
 	idx   int // index of the transaction's last change seen
 
-	trunc     []uint32 // relations of a Truncate still to deliver
+	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
 	statusBuf []byte
 }
