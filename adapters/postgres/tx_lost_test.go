@@ -22,13 +22,14 @@ import (
 )
 
 // cutProxy forwards TCP connections to a PostgreSQL server. Once armed, it
-// passes the next COMMIT (a simple-protocol query) to the server, reads the
-// server's reply, and closes the connection without passing the reply on:
-// the commit happened, and the client cannot know it.
+// passes the next client message holding the armed bytes (any message for
+// an empty string) to the server, reads the server's reply, and closes the
+// connection without passing the reply on: the statement ran, and the client
+// cannot know it.
 type cutProxy struct {
 	l      net.Listener
 	target string
-	armed  atomic.Bool
+	armed  atomic.Pointer[[]byte]
 	fired  chan struct{} // closed when a reply was cut
 	once   sync.Once
 	wg     sync.WaitGroup
@@ -47,6 +48,12 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
+}
+
+// arm makes the proxy cut the reply to the next message holding match.
+func (p *cutProxy) arm(match string) {
+	m := []byte(match)
+	p.armed.Store(&m)
 }
 
 func (p *cutProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
@@ -74,8 +81,7 @@ func (p *cutProxy) accept() {
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
-					if p.armed.Load() && bytes.Contains(buf[:n], []byte("commit\x00")) {
-						p.armed.Store(false)
+					if m := p.armed.Load(); m != nil && bytes.Contains(buf[:n], *m) && p.armed.CompareAndSwap(m, nil) {
 						cut.Store(true)
 					}
 					if _, werr := server.Write(buf[:n]); werr != nil {
@@ -138,7 +144,7 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 	var calls atomic.Int32
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
 		if calls.Add(1) == 1 {
-			p.armed.Store(true)
+			p.arm("commit\x00") // the simple-protocol COMMIT
 		}
 		return insertEffect(ctx, tx, e)
 	})
@@ -166,6 +172,49 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 	}
 	if got := load(t, newStore(t, direct, "s")); got != 2 {
 		t.Errorf("stored cursor = %d, want 2", got)
+	}
+}
+
+// TestStoreLostSaveReply loses the reply to a Save's UPDATE, which the
+// server applied: the next Save of the same cursor finds the row holding
+// that very write and adopts it instead of reporting ErrCursorChanged.
+func TestStoreLostSaveReply(t *testing.T) {
+	dsn := newDB(t)
+	direct, _ := newPool(t, dsn)
+	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
+	p := newCutProxy(t, host)
+	// One connection, so that the UPDATE is prepared on the one the cut hits.
+	pool, _ := newPool(t, strings.Replace(dsn, host, "127.0.0.1:"+strconv.Itoa(p.port()), 1)+"&pool_max_conns=1")
+	s := newStore(t, pool, "s")
+	load(t, s)
+	save(t, s, 1)
+	save(t, s, 2) // the UPDATE is prepared: its next run is one message
+	p.arm("")
+	if err := s.Save(ctxFor(t), 3); err == nil {
+		t.Fatalf("Save() whose reply was cut = nil, want an error")
+	}
+	select {
+	case <-p.fired:
+	default:
+		t.Fatalf("the proxy cut no reply")
+	}
+	version := func() int64 {
+		var v int64
+		if err := direct.QueryRow(ctxFor(t), "SELECT version FROM resumable_cursors WHERE stream = 's'").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := version(); got != 3 {
+		t.Fatalf("version after the cut Save = %d, want 3: the UPDATE ran", got)
+	}
+	save(t, s, 3)
+	if got := version(); got != 3 {
+		t.Errorf("version = %d, want 3: the lost write adopted, not written again", got)
+	}
+	save(t, s, 4)
+	if got := load(t, newStore(t, direct, "s")); got != 4 {
+		t.Errorf("stored cursor = %d, want 4", got)
 	}
 }
 
