@@ -220,12 +220,12 @@ func TestGroupOneMember(t *testing.T) {
 	if want := []string{"a owned s1", "a owned s2", "a owned s3", "a owned s4", "a owned s5", "a owned s6"}; len(events) != 12 || !slices.Equal(want, events[:6]) {
 		t.Errorf("owner events = %q, want %q then a release of each", events, want)
 	}
-	// The lease was revoked: no member key, no election key is left.
+	// The lease was revoked: no member key, no owner key is left.
 	if keys := keysUnder(t, c, p+"members/"); len(keys) != 0 {
 		t.Errorf("member keys after Run returned: %v", keys)
 	}
 	if keys := keysUnder(t, c, p+"owners/"); len(keys) != 0 {
-		t.Errorf("election keys after Run returned: %v", keys)
+		t.Errorf("owner keys after Run returned: %v", keys)
 	}
 }
 

@@ -155,7 +155,7 @@ func TestTerminateOwner(t *testing.T) {
 //
 // What is guaranteed, and checked here:
 //   - Fenced writes: the paused worker's next Save is refused by etcd (its
-//     election key went with its lease), it reports the stream lost, and the
+//     owner key went with its lease), it reports the stream lost, and the
 //     stored cursor never goes back.
 //   - No new handling: before each event a worker checks that its lease
 //     cannot have expired by its own clock. After the pause the check
