@@ -100,9 +100,9 @@ func (p *cutProxy) accept() {
 			for {
 				n, err := server.Read(buf)
 				if n > 0 && cut.Load() {
+					p.once.Do(func() { close(p.fired) }) // before the client can see the cut
 					client.Close()
 					server.Close()
-					p.once.Do(func() { close(p.fired) })
 					return
 				}
 				if n > 0 {
