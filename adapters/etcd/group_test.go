@@ -489,6 +489,8 @@ func TestGroupLostRepliesLeaveNoOwnerKey(t *testing.T) {
 	ca := newClient(t)
 	ca.KV = lossyKV{ca.KV} // every Txn of a is applied, and its reply lost
 	startMember(t, ca, p, "a", []string{stream}, r.run("a"))
+	// No take of a returns success: a runs the stream only by finding its
+	// key in the watch, so this wait also shows that the fault fired.
 	r.awaitOwners(map[string]string{stream: "a"})
 	startMember(t, newClient(t), p, "b", []string{stream}, r.run("b"))
 	r.awaitOwners(map[string]string{stream: "b"})
