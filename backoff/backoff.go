@@ -1,7 +1,6 @@
 package backoff
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,24 +24,10 @@ type Sequence interface {
 	Reset()
 }
 
-// Func adapts a constructor of cenkalti/backoff/v4 BackOff values to a Policy.
-// newBackOff is called once per sequence and must return a new value each
-// time (never one shared between sequences); a returned BackOff that answers
-// cbackoff.Stop ends the retries. A nil newBackOff is treated as [None].
-func Func(newBackOff func() cbackoff.BackOff) Policy {
-	if newBackOff == nil {
-		return None()
-	}
-	return funcPolicy(newBackOff)
-}
-
 type funcPolicy func() cbackoff.BackOff
 
 func (f funcPolicy) NewSequence() Sequence {
 	b := f()
-	if b == nil {
-		b = &cbackoff.ZeroBackOff{}
-	}
 	b.Reset()
 	return &cenkaltiSeq{b: b}
 }
@@ -68,7 +53,7 @@ func Constant(d time.Duration) Policy {
 	if d < 0 {
 		d = 0
 	}
-	return Func(func() cbackoff.BackOff { return cbackoff.NewConstantBackOff(d) })
+	return funcPolicy(func() cbackoff.BackOff { return cbackoff.NewConstantBackOff(d) })
 }
 
 // None returns a policy that never waits and never gives up.
@@ -78,8 +63,7 @@ func None() Policy { return Constant(0) }
 // exponential, starting at 500ms (±50%), growing 1.5× per failure, no step
 // above 30s (jitter included), with no limit on attempts or elapsed time.
 func Default() Policy {
-	p, _ := NewExponential()
-	return p
+	return Exponential()
 }
 
 // Option configures [Exponential].
@@ -132,13 +116,11 @@ func WithMaxRetries(n int) Option {
 	return optionFunc(func(c *expConfig) { c.maxRetries = n })
 }
 
-// ErrInvalidOption is matched by the error [NewExponential] returns for an
-// option out of range.
-var ErrInvalidOption = errors.New("backoff: invalid option")
-
-// NewExponential returns a jittered exponential policy configured by opts, or
-// an error matching [ErrInvalidOption] when an option is out of range.
-func NewExponential(opts ...Option) (Policy, error) {
+// Exponential returns a jittered exponential policy configured by opts. It
+// never panics: an option out of range gives a policy whose sequences give
+// up at once and whose method Validate() error reports the option;
+// stream.New (and etcd.NewGroup) call Validate and fail with that error.
+func Exponential(opts ...Option) Policy {
 	c := expConfig{
 		initial:    cbackoff.DefaultInitialInterval,
 		max:        30 * time.Second,
@@ -150,35 +132,31 @@ func NewExponential(opts ...Option) (Policy, error) {
 			o.apply(&c)
 		}
 	}
-	switch {
-	case c.initial < 0:
-		return nil, fmt.Errorf("%w: initial interval %v is negative", ErrInvalidOption, c.initial)
-	case c.max < 0:
-		return nil, fmt.Errorf("%w: max interval %v is negative", ErrInvalidOption, c.max)
-	case c.max < c.initial:
-		return nil, fmt.Errorf("%w: max interval %v is below the initial interval %v", ErrInvalidOption, c.max, c.initial)
-	case c.multiplier < 1 || c.multiplier != c.multiplier:
-		return nil, fmt.Errorf("%w: multiplier %v is below 1", ErrInvalidOption, c.multiplier)
-	case c.jitter < 0 || c.jitter > 1 || c.jitter != c.jitter:
-		return nil, fmt.Errorf("%w: jitter %v is outside [0, 1]", ErrInvalidOption, c.jitter)
-	case c.maxElapsed < 0:
-		return nil, fmt.Errorf("%w: max elapsed time %v is negative", ErrInvalidOption, c.maxElapsed)
-	case c.maxRetries < 0:
-		return nil, fmt.Errorf("%w: max retries %d is negative", ErrInvalidOption, c.maxRetries)
-	}
-	return &exponential{c: c}, nil
-}
-
-// Exponential returns a jittered exponential policy configured by opts. It
-// never panics: when an option is out of range it returns a policy that
-// stream.New refuses with the error [NewExponential] would return, and whose
-// sequences give up at once. Use [NewExponential] to get the error directly.
-func Exponential(opts ...Option) Policy {
-	p, err := NewExponential(opts...)
-	if err != nil {
+	if err := c.check(); err != nil {
 		return invalid{err: err}
 	}
-	return p
+	return &exponential{c: c}
+}
+
+// check returns an error naming the first option out of range.
+func (c *expConfig) check() error {
+	switch {
+	case c.initial < 0:
+		return fmt.Errorf("backoff: initial interval %v is negative", c.initial)
+	case c.max < 0:
+		return fmt.Errorf("backoff: max interval %v is negative", c.max)
+	case c.max < c.initial:
+		return fmt.Errorf("backoff: max interval %v is below the initial interval %v", c.max, c.initial)
+	case c.multiplier < 1 || c.multiplier != c.multiplier:
+		return fmt.Errorf("backoff: multiplier %v is below 1", c.multiplier)
+	case c.jitter < 0 || c.jitter > 1 || c.jitter != c.jitter:
+		return fmt.Errorf("backoff: jitter %v is outside [0, 1]", c.jitter)
+	case c.maxElapsed < 0:
+		return fmt.Errorf("backoff: max elapsed time %v is negative", c.maxElapsed)
+	case c.maxRetries < 0:
+		return fmt.Errorf("backoff: max retries %d is negative", c.maxRetries)
+	}
+	return nil
 }
 
 type invalid struct{ err error }

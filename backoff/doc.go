@@ -8,9 +8,9 @@
 // a [Sequence] is one stream's state and belongs to one goroutine.
 //
 // Stock policies: [Default] (jittered exponential, 500ms growing to at most
-// 30s, no limit), [Exponential] with options, [Constant], [None] (no delay at all;
-// with a minimum restart delay this is client-go's RetryWatcher), and [Func]
-// to adapt any cenkalti BackOff constructor.
+// 30s, no limit), [Exponential] with options, [Constant], and [None] (no
+// delay at all; with a minimum restart delay this is client-go's
+// RetryWatcher). Any other schedule is a [Policy] of your own.
 //
 // The delay a stream waits is the largest of the backoff step, the server's
 // requested delay and the minimum restart delay (see package stream);

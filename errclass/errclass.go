@@ -129,9 +129,3 @@ func As[E error](decide func(E) Decision) Classifier {
 		return Decision{}
 	})
 }
-
-// Always returns a classifier that answers d for every error: the last link of
-// a [Chain] that should not fall back to [Default].
-func Always(d Decision) Classifier {
-	return Func(func(error) Decision { return d })
-}

@@ -97,9 +97,9 @@ func TestChain(t *testing.T) {
 	}{
 		{name: "empty chain is unknown", chain: errclass.Chain(), err: errAuth, want: errclass.Decision{}},
 		{name: "nil links are skipped", chain: errclass.Chain(nil, errclass.Is(errAuth, fail), nil), err: errAuth, want: fail},
-		{name: "first non-unknown wins", chain: errclass.Chain(errclass.Is(errAuth, fail), errclass.Always(retry)), err: errAuth, want: fail},
-		{name: "falls through unknown", chain: errclass.Chain(errclass.Is(errAuth, fail), errclass.Always(retry)), err: errBase, want: retry},
-		{name: "markers first", chain: errclass.Chain(errclass.Markers(), errclass.Always(retry)), err: errclass.Permanent(errBase), want: fail},
+		{name: "first non-unknown wins", chain: errclass.Chain(errclass.Is(errAuth, fail), always(retry)), err: errAuth, want: fail},
+		{name: "falls through unknown", chain: errclass.Chain(errclass.Is(errAuth, fail), always(retry)), err: errBase, want: retry},
+		{name: "markers first", chain: errclass.Chain(errclass.Markers(), always(retry)), err: errclass.Permanent(errBase), want: fail},
 		{name: "markers say nothing on plain errors", chain: errclass.Chain(errclass.Markers()), err: errBase, want: errclass.Decision{}},
 		{name: "as reads the typed error", chain: errclass.Chain(errclass.As(func(e finalError) errclass.Decision { return retry })), err: fmt.Errorf("w: %w", finalError{}), want: retry},
 		{name: "as with nil func is unknown", chain: errclass.Chain(errclass.As[finalError](nil)), err: finalError{}, want: errclass.Decision{}},
@@ -146,4 +146,9 @@ func TestCyclicErrorDoesNotHang(t *testing.T) {
 	if got.Action != errclass.Retry {
 		t.Errorf("Classify(cyclic) = %v, want retry", got)
 	}
+}
+
+// always returns a classifier that answers d for every error.
+func always(d errclass.Decision) errclass.Classifier {
+	return errclass.Func(func(error) errclass.Decision { return d })
 }

@@ -9,14 +9,13 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// Stock pieces in a chain: your rules first, then the markers, then a
-// catch-all. The first decision that is not Unknown wins.
+// Stock pieces in a chain: your rules first, then Default (the markers,
+// else retry). The first decision that is not Unknown wins.
 func ExampleChain() {
 	errUnauthorized := errors.New("401 unauthorized")
 	c := errclass.Chain(
 		errclass.Is(errUnauthorized, errclass.Decision{Action: errclass.Fail}),
-		errclass.Markers(),
-		errclass.Always(errclass.Decision{Action: errclass.Retry}),
+		errclass.Default(),
 	)
 	for _, err := range []error{
 		fmt.Errorf("open: %w", errUnauthorized),

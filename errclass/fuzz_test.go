@@ -266,7 +266,7 @@ func fzChain(spec []byte, depth int) []errclass.Classifier {
 				return errclass.Decision{}
 			}))
 		case 6:
-			links = append(links, errclass.Always(errclass.Decision{Action: errclass.Retry, After: time.Minute}))
+			links = append(links, always(errclass.Decision{Action: errclass.Retry, After: time.Minute}))
 		case 7:
 			links = append(links, errclass.Func(func(error) errclass.Decision { return errclass.Decision{} }))
 		case 8:
