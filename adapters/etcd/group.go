@@ -44,13 +44,9 @@ const (
 //
 // A Group is safe for concurrent use, but runs one [Group.Run] at a time.
 type Group struct {
+	groupConfig
 	client  *clientv3.Client
 	member  string
-	ttl     time.Duration
-	prefix  string
-	log     *zap.Logger
-	policy  backoff.Policy
-	hooks   []func(OwnerEvent)
 	running atomic.Bool
 }
 
@@ -174,8 +170,8 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	if cfg.log == nil {
 		cfg.log = zap.NewNop()
 	}
-	return &Group{client: client, member: member, ttl: cfg.ttl, prefix: cfg.prefix,
-		log: cfg.log.With(zap.String("member", member)), policy: cfg.policy, hooks: cfg.hooks}, nil
+	cfg.log = cfg.log.With(zap.String("member", member))
+	return &Group{groupConfig: cfg, client: client, member: member}, nil
 }
 
 // validName checks a member or stream name: it becomes part of a key and of
