@@ -27,7 +27,7 @@
 // another cursor than the one it was given. Load returns the initial cursor
 // only when the file does not exist; a file that cannot be read or decoded,
 // or a symbolic link whose target does not exist (a volume that failed to
-// mount), makes Load fail with a [*FileError] (matching [ErrCorrupt] when
+// mount), makes Load fail with an error naming the file (matching [ErrCorrupt] when
 // the contents are bad) instead of starting over, and its Permanent method
 // tells a classifier not to retry.
 //

@@ -70,7 +70,8 @@ func ExampleJSON() {
 		Revision int64  `json:"revision"`
 		Shard    string `json:"shard"`
 	}
-	store, err := cursor.NewFile(filepath.Join(dir, "watch.json"), position{}, cursor.JSON[position]())
+	path := filepath.Join(dir, "watch.json")
+	store, err := cursor.NewFile(path, position{}, cursor.JSON[position]())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func ExampleJSON() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%+v\n", p)
-	data, err := os.ReadFile(store.Path())
+	data, err := os.ReadFile(path)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -112,9 +113,9 @@ func ExampleErrCorrupt() {
 
 	// Load fails instead of starting over from 0, and says the failure is
 	// permanent: retrying cannot repair the file.
-	var fe *cursor.FileError
+	var p interface{ Permanent() bool } // what errclass.Default honours
 	fmt.Println(errors.Is(err, cursor.ErrCorrupt))
-	fmt.Println(errors.As(err, &fe) && fe.Permanent())
+	fmt.Println(errors.As(err, &p) && p.Permanent())
 	// Output:
 	// true
 	// true

@@ -17,18 +17,18 @@ import (
 // pointing at a large unrelated file fails instead of being read whole.
 const maxFileSize = 1 << 20
 
-// ErrCorrupt is matched (errors.Is) by the [*FileError] that [File.Load]
+// ErrCorrupt is matched (errors.Is) by the error that [File.Load]
 // returns when the file exists but does not hold a cursor its [Codec] can
 // decode: empty, truncated, garbled, or larger than 1 MiB. The stream must
 // not retry it, and must not start over from the initial cursor: an operator
 // has to repair the file, or remove it to restart from the initial cursor.
 var ErrCorrupt = errors.New("cursor: corrupt cursor file")
 
-// errNotRegular is the cause of a FileError for a path that exists but is
+// errNotRegular is the cause of a fileError for a path that exists but is
 // neither a regular file nor a directory (a device, a pipe, a socket).
 var errNotRegular = errors.New("not a regular file")
 
-// linkError is the cause of a FileError for a path that is a symbolic link
+// linkError is the cause of a fileError for a path that is a symbolic link
 // whose target cannot be reached: it does not exist (Err matches
 // fs.ErrNotExist), the links form a loop, or access is denied on the way.
 type linkError struct {
@@ -52,7 +52,7 @@ func linkCause(path string, err error) error {
 	cause := err
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		cause = pe.Err // the path is in the FileError already
+		cause = pe.Err // the path is in the fileError already
 	}
 	return &linkError{Target: target, Err: cause}
 }
@@ -63,37 +63,27 @@ func isLinkError(err error) bool {
 	return ok
 }
 
-// FileError is the error [NewFile], [File.Load] and [File.Save] return for
+// fileError is the error [NewFile], [File.Load] and [File.Save] return for
 // a problem with the cursor file: it names the file, the operation and the
-// cause, which stays reachable with errors.Is and errors.As (a
-// [*io/fs.PathError], [syscall.Errno], a [Codec] error).
-//
-// Op is one of
-//   - "new": NewFile found the path or its directory unusable;
-//   - "load": Load could not read the file, or the path is a symbolic link
-//     whose target cannot be reached;
-//   - "decode": the file holds no cursor; the error matches [ErrCorrupt];
-//   - "encode": the Codec could not encode the cursor given to Save, or
-//     could not decode its own encoding; nothing was written;
-//   - "save": Save could not write, sync or rename the file, or the path is
-//     a symbolic link whose target cannot be reached or is not a regular
-//     file.
-type FileError struct {
-	Path string // the cursor file, as [File.Path] returns it
+// cause, which stays reachable with errors.Is and errors.As. Op is "new",
+// "load", "decode" (the file holds no cursor: it matches [ErrCorrupt]),
+// "encode" (nothing was written) or "save".
+type fileError struct {
+	Path string // the cursor file, absolute
 	Op   string // "new", "load", "decode", "encode" or "save"
 	Err  error  // the cause
 }
 
 // Error returns a message that names the file, the operation (or, for a
 // file that holds no cursor, the corruption) and the cause.
-func (e *FileError) Error() string {
+func (e *fileError) Error() string {
 	if e.Op == "decode" {
 		return "cursor: corrupt cursor file " + e.Path + ": " + e.errString()
 	}
 	return "cursor: " + e.Op + " " + e.Path + ": " + e.errString()
 }
 
-func (e *FileError) errString() string {
+func (e *fileError) errString() string {
 	if e.Err == nil {
 		return "<nil>"
 	}
@@ -101,11 +91,11 @@ func (e *FileError) errString() string {
 }
 
 // Unwrap returns the cause.
-func (e *FileError) Unwrap() error { return e.Err }
+func (e *fileError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrCorrupt] and e is about a file that
 // holds no cursor (Op "decode").
-func (e *FileError) Is(target error) bool {
+func (e *fileError) Is(target error) bool {
 	return target == ErrCorrupt && e.Op == "decode"
 }
 
@@ -120,7 +110,7 @@ func (e *FileError) Is(target error) bool {
 //
 // An error classifier can honour it through the optional interface
 // interface{ Permanent() bool } without importing this package.
-func (e *FileError) Permanent() bool {
+func (e *fileError) Permanent() bool {
 	switch e.Op {
 	case "new", "decode", "encode":
 		return true
@@ -138,7 +128,7 @@ func (e *FileError) Permanent() bool {
 	return false
 }
 
-// permanentCauses are the causes of a "load" or "save" FileError that
+// permanentCauses are the causes of a "load" or "save" fileError that
 // retrying cannot fix, on every platform; platformPermanentCauses adds
 // those of the platform.
 var permanentCauses = []error{
@@ -218,8 +208,9 @@ type File[C any] struct {
 //     file system's limit (statfs's on Linux, 255 bytes elsewhere), or, on
 //     Linux, for its path within PATH_MAX: every Save would fail.
 //
-// Its errors about the path are [*FileError] values with Op "new"; a name
-// too long matches [syscall.ENAMETOOLONG].
+// Its errors name the path; they are permanent (a Permanent() bool method
+// that errclass.Default honours), and a name too long matches
+// [syscall.ENAMETOOLONG].
 //
 // NewFile does not create directories: create the directory first. It does
 // not read the file: a corrupt file makes the first Load fail. A relative
@@ -245,24 +236,24 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, &FileError{Path: path, Op: "new", Err: err}
+		return nil, &fileError{Path: path, Op: "new", Err: err}
 	}
 	dir := filepath.Dir(abs)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil, &FileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable: %w", err)}
+		return nil, &fileError{Path: abs, Op: "new", Err: fmt.Errorf("directory unusable: %w", err)}
 	}
 	if !fi.IsDir() {
-		return nil, &FileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
+		return nil, &fileError{Path: abs, Op: "new", Err: &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}}
 	}
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(abs); err == nil {
 		if err := checkRegular(abs, fi); err != nil {
-			return nil, &FileError{Path: abs, Op: "new", Err: err}
+			return nil, &fileError{Path: abs, Op: "new", Err: err}
 		}
 		mode = fi.Mode().Perm()
 	} else if err = linkCause(abs, err); isLinkError(err) || !errors.Is(err, fs.ErrNotExist) {
-		return nil, &FileError{Path: abs, Op: "new", Err: err} // not a first run
+		return nil, &fileError{Path: abs, Op: "new", Err: err} // not a first run
 	}
 	f := &File[C]{
 		path:    abs,
@@ -277,7 +268,7 @@ func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 		err = checkTempName(target)
 	}
 	if err != nil {
-		return nil, &FileError{Path: abs, Op: "new", Err: err}
+		return nil, &fileError{Path: abs, Op: "new", Err: err}
 	}
 	return f, nil
 }
@@ -317,13 +308,10 @@ func checkRegular(path string, fi fs.FileInfo) error {
 	return nil
 }
 
-// Path returns the absolute path of the cursor file.
-func (f *File[C]) Path() string { return f.path }
-
 // Load returns the cursor in the file, or the initial cursor when the file
 // does not exist (but its directory does). It returns ctx's error if ctx is
-// already done, and otherwise a [*FileError]: one that matches
-// [ErrCorrupt] when the file holds no cursor, one with Op "load" when it
+// already done, and otherwise an error naming the file: one that matches
+// [ErrCorrupt] when the file holds no cursor, another one when it
 // cannot be read, its directory is gone, or the path is a symbolic link
 // whose target does not exist. Load never falls back to the initial cursor
 // because of an error.
@@ -347,19 +335,19 @@ func (f *File[C]) Load(ctx context.Context) (C, error) {
 			derr = &fs.PathError{Op: "stat", Path: f.dir, Err: syscall.ENOTDIR}
 		}
 		if derr != nil {
-			return zero, &FileError{Path: f.path, Op: "load", Err: fmt.Errorf("directory unusable: %w", derr)}
+			return zero, &fileError{Path: f.path, Op: "load", Err: fmt.Errorf("directory unusable: %w", derr)}
 		}
 		return f.initial, nil
 	}
 	c, err := f.codec.Decode(data)
 	if err != nil {
-		return zero, &FileError{Path: f.path, Op: "decode", Err: err}
+		return zero, &fileError{Path: f.path, Op: "decode", Err: err}
 	}
 	return c, nil
 }
 
 // read returns the contents of the file, whether it exists, or a
-// *FileError.
+// *fileError.
 func (f *File[C]) read() (data []byte, exists bool, err error) {
 	fh, err := os.Open(f.path)
 	if err != nil {
@@ -367,25 +355,25 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 		if !isLinkError(err) && errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
-		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &fileError{Path: f.path, Op: "load", Err: err}
 	}
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
-		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &fileError{Path: f.path, Op: "load", Err: err}
 	}
 	if err := checkRegular(f.path, fi); err != nil {
-		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &fileError{Path: f.path, Op: "load", Err: err}
 	}
 	if fi.Size() > maxFileSize {
-		return nil, true, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
+		return nil, true, &fileError{Path: f.path, Op: "decode", Err: fmt.Errorf("%d bytes, more than a cursor file holds (%d)", fi.Size(), maxFileSize)}
 	}
 	data, err = io.ReadAll(io.LimitReader(fh, maxFileSize+1))
 	if err != nil {
-		return nil, true, &FileError{Path: f.path, Op: "load", Err: err}
+		return nil, true, &fileError{Path: f.path, Op: "load", Err: err}
 	}
 	if len(data) > maxFileSize {
-		return nil, true, &FileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
+		return nil, true, &fileError{Path: f.path, Op: "decode", Err: fmt.Errorf("more than %d bytes, more than a cursor file holds", maxFileSize)}
 	}
 	return data, true, nil
 }
@@ -393,8 +381,8 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 // Save atomically and durably replaces the cursor in the file with c (see
 // [File] for the crash guarantee). It returns ctx's error without writing if
 // ctx is already done; once it has started it finishes, since file system
-// calls cannot be interrupted. Otherwise it returns nil or a [*FileError]
-// with Op "encode" (nothing was written) or "save", and the file keeps its
+// calls cannot be interrupted. Otherwise it returns nil or an error naming
+// the file (nothing was written, or the write failed), and the file keeps its
 // previous cursor (but see [File] for a failed directory sync). Any
 // temporary file is removed when Save fails.
 //
@@ -410,18 +398,18 @@ func (f *File[C]) Save(ctx context.Context, c C) error {
 	}
 	data, err := f.codec.Encode(c)
 	if err != nil {
-		return &FileError{Path: f.path, Op: "encode", Err: err}
+		return &fileError{Path: f.path, Op: "encode", Err: err}
 	}
 	if len(data) > maxFileSize {
-		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("encoding of %d bytes, more than a cursor file holds (%d)", len(data), maxFileSize)}
+		return &fileError{Path: f.path, Op: "encode", Err: fmt.Errorf("encoding of %d bytes, more than a cursor file holds (%d)", len(data), maxFileSize)}
 	}
 	if _, err := f.codec.Decode(data); err != nil {
-		return &FileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding: %w", err)}
+		return &fileError{Path: f.path, Op: "encode", Err: fmt.Errorf("the codec cannot decode its own encoding: %w", err)}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.write(data); err != nil {
-		return &FileError{Path: f.path, Op: "save", Err: err}
+		return &fileError{Path: f.path, Op: "save", Err: err}
 	}
 	return nil
 }
