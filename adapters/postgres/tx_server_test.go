@@ -85,6 +85,10 @@ func TestTransactionalDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
+	// The other session never detects the deadlock: the handler's does.
+	if _, err := other.Exec(ctxFor(t), "SET deadlock_timeout = '1min'"); err != nil {
+		t.Fatal(err)
+	}
 	otherTx, err := other.Begin(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +104,6 @@ func TestTransactionalDeadlock(t *testing.T) {
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
 		first := calls.Add(1) == 1
 		if first {
-			// This session detects the deadlock long before the other one.
 			if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '10ms'"); err != nil {
 				return err
 			}
