@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -124,8 +125,8 @@ func TestResyncFailingHalfWayIsRetried(t *testing.T) {
 func TestReopenAfterResyncObeysTheDelayRule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const minRestart = 100 * time.Millisecond
-		src := streamtest.NewSource(letters(3))
-		src.ExpireThrough(3) // every cursor is expired, the resync's too
+		// Every Open is expired, the one after the resync's cursor too.
+		src := streamtest.NewSource(letters(3), slices.Repeat([]streamtest.Step{{Kind: streamtest.ExpireAfter}}, 8)...)
 		calls := 0
 		var got []stream.RetryEvent[int64]
 		policy := backoff.Exponential(backoff.WithInitialInterval(10*time.Millisecond), backoff.WithJitter(0),

@@ -160,8 +160,18 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 		streamtest.ExpireAfter, streamtest.FailOpen, streamtest.EndAfter, streamtest.BreakAfter,
 		streamtest.DelayAfter, streamtest.ExpireAfter, streamtest.BlockAfter, // a block now and then
 	}
-	src := streamtest.NewSource(make([]struct{}, soakBatch), streamtest.RandomScript(rng, 20, 150, 20*time.Microsecond, kinds...)...)
-	src.SetEndOfLog(streamtest.Wait)
+	// Each run gets a fresh Source over a log as long as the last one's, so
+	// that its fault script is fresh and its record of Opens stays small;
+	// every Resumer opens whichever is current.
+	newSource := func(n int) *streamtest.Source[struct{}] {
+		s := streamtest.NewSource(make([]struct{}, n), streamtest.RandomScript(rng, 200, 150, 20*time.Microsecond, kinds...)...)
+		s.SetEndOfLog(streamtest.Wait)
+		return s
+	}
+	src := newSource(soakBatch)
+	current := stream.SourceFunc[soakEvent, int64](func(ctx context.Context, after int64) (stream.Conn[soakEvent], error) {
+		return src.Open(ctx, after)
+	})
 	store := cursor.NewMemory[int64](0)
 	var (
 		r       *stream.Resumer[soakEvent, int64]
@@ -173,7 +183,7 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 	for ctx.Err() == nil {
 		if r == nil || rng.IntN(10) < 7 {
 			var err error
-			r, err = stream.New(src, streamtest.Extract[struct{}], store,
+			r, err = stream.New(current, streamtest.Extract[struct{}], store,
 				stream.WithBackoff(backoff.None()),
 				stream.WithResync(resync),
 				stream.WithCheckpointEvery([]int{1, 10, 100}[rng.IntN(3)]),
@@ -184,6 +194,7 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 			counters.fresh.Add(1)
 		}
 		counters.runs.Add(1)
+		src = newSource(src.Len())
 		start := r.Cursor()
 		if got, _ := store.Load(context.Background()); r.Stats().Opens == 0 {
 			start = got // a new Resumer starts from the Store
@@ -199,9 +210,6 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 			prev = e.Seq
 			if e.Seq == int64(src.Len()) {
 				src.Append(make([]struct{}, soakBatch)...)
-				if len(src.Script()) < 20 { // keep the backlog of faults bounded
-					src.AddSteps(streamtest.RandomScript(rng, 20, 150, 20*time.Microsecond, kinds...)...)
-				}
 			}
 			if rng.IntN(5_000) == 0 {
 				herr = errors.New("soak: handler refused")
@@ -213,7 +221,7 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 			return nil
 		})
 		cancel()
-		counters.opens.Add(int64(len(src.TakeOpens())))
+		counters.opens.Add(int64(len(src.Opens())))
 		switch {
 		case violation != nil:
 			return violation

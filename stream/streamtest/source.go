@@ -123,8 +123,8 @@ func (s Step) err() error {
 // fault of the script matches it (errors.Is) unless its step names an Err.
 var ErrInjected = errors.New("streamtest: injected failure")
 
-// ErrClosed is returned by Recv on a closed connection.
-var ErrClosed = errors.New("streamtest: connection closed")
+// errClosed is returned by Recv on a closed connection.
+var errClosed = errors.New("streamtest: connection closed")
 
 // EndOfLog says what a connection does when it has delivered the whole log.
 type EndOfLog uint8
@@ -169,7 +169,6 @@ type Source[T any] struct {
 	blocked int           // Opens and Recvs blocked right now
 	grew    chan struct{} // closed and replaced on Append
 	changed chan struct{} // closed and replaced when blocked grows
-	expired int64         // cursors at or below this are expired (0: none)
 }
 
 // NewSource returns a Source over log (event i has sequence number i+1)
@@ -201,27 +200,11 @@ func (s *Source[T]) Append(values ...T) {
 	s.mu.Unlock()
 }
 
-// AddSteps appends steps to the fault script.
-func (s *Source[T]) AddSteps(steps ...Step) {
-	s.mu.Lock()
-	s.script = append(s.script, steps...)
-	s.mu.Unlock()
-}
-
 // Script returns the steps of the fault script not consumed yet.
 func (s *Source[T]) Script() []Step {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.script)
-}
-
-// ExpireThrough makes every Open whose cursor is at or below seq fail with an
-// error marked [errclass.CursorExpired], as a server does once it compacted
-// its history; 0 turns it off. Such an Open still consumes a step.
-func (s *Source[T]) ExpireThrough(seq int64) {
-	s.mu.Lock()
-	s.expired = seq
-	s.mu.Unlock()
 }
 
 // Len returns the number of events in the log.
@@ -231,22 +214,11 @@ func (s *Source[T]) Len() int {
 	return len(s.log)
 }
 
-// Opens returns a copy of the record of every Open so far (since the last
-// [Source.TakeOpens]).
+// Opens returns a copy of the record of every Open so far.
 func (s *Source[T]) Opens() []Open {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.opens)
-}
-
-// TakeOpens returns the record of every Open since the last TakeOpens and
-// forgets it, so that a long test keeps its memory flat.
-func (s *Source[T]) TakeOpens() []Open {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.opens
-	s.opens = nil
-	return o
 }
 
 // Live returns the number of connections opened and not yet closed.
@@ -256,17 +228,9 @@ func (s *Source[T]) Live() int {
 	return s.live
 }
 
-// Blocked returns the number of calls blocked right now: Opens in a
-// BlockOpen step, Recvs in a BlockAfter step, and Recvs waiting at the end of
-// the log ([Wait]).
-func (s *Source[T]) Blocked() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.blocked
-}
-
-// AwaitBlocked waits until at least one call is blocked (see
-// [Source.Blocked]) and returns nil, or returns ctx's error if ctx ends
+// AwaitBlocked waits until at least one call is blocked (an Open in a
+// BlockOpen step, a Recv in a BlockAfter step or waiting at the end of the
+// log, see [Wait]) and returns nil, or returns ctx's error if ctx ends
 // first. A test uses it to cancel a Resumer at the moment it is stuck.
 func (s *Source[T]) AwaitBlocked(ctx context.Context) error {
 	for {
@@ -312,14 +276,11 @@ func (s *Source[T]) Open(ctx context.Context, after int64) (stream.Conn[Event[T]
 		step, s.script = s.script[0], s.script[1:]
 	}
 	s.opens = append(s.opens, Open{After: after, At: time.Now(), Step: step, Live: s.live})
-	n, expired := int64(len(s.log)), s.expired
+	n := int64(len(s.log))
 	s.mu.Unlock()
 
 	if after < 0 || after > n {
 		return nil, errclass.Permanent(fmt.Errorf("streamtest: cursor %d is outside the log [0, %d]", after, n))
-	}
-	if expired > 0 && after <= expired {
-		return nil, errclass.CursorExpired(fmt.Errorf("streamtest: cursor %d has expired (history starts after %d)", after, expired))
 	}
 	switch {
 	case step.Kind == FailOpen:
@@ -354,7 +315,7 @@ func (c *conn[T]) Recv(ctx context.Context) (Event[T], error) {
 	var zero Event[T]
 	select {
 	case <-c.closed:
-		return zero, ErrClosed
+		return zero, errClosed
 	default:
 	}
 	if c.step.Kind != Deliver && c.delivered >= c.step.K {
@@ -371,7 +332,7 @@ func (c *conn[T]) Recv(ctx context.Context) (Event[T], error) {
 			unblock := c.src.block()
 			defer unblock()
 			<-c.closed // ignores ctx on purpose
-			return zero, ErrClosed
+			return zero, errClosed
 		case EndStreamAfter:
 			return zero, stream.ErrEndOfStream
 		}
@@ -409,7 +370,7 @@ func (c *conn[T]) wait(ctx context.Context, grew <-chan struct{}) error {
 	case <-grew:
 		return nil
 	case <-c.closed:
-		return ErrClosed
+		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
