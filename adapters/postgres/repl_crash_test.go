@@ -22,7 +22,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
-	"github.com/resumable-go/resumable/internal/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // envCrashFull turns on the full crash test: 20,000 rows, 50 kills of the

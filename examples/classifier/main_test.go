@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/errclass"
-	"github.com/resumable-go/resumable/internal/testio"
 )
 
 func TestMain(m *testing.M) {
@@ -126,8 +126,33 @@ func TestVerify(t *testing.T) {
 func TestRunCancelledMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &testio.CancelAt{Marker: "item 10:", Cancel: cancel}
+	out := &cancelAt{marker: "item 10:", cancel: cancel}
 	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.String())
 	}
+}
+
+// cancelAt is the program's output: it keeps what is written and cancels
+// the program's context once a write holds marker.
+type cancelAt struct {
+	marker string
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (w *cancelAt) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.marker)) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+func (w *cancelAt) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

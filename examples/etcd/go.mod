@@ -72,4 +72,5 @@ require (
 replace (
 	github.com/resumable-go/resumable => ../..
 	github.com/resumable-go/resumable/adapters/etcd => ../../adapters/etcd
+	github.com/resumable-go/resumable/internal/testkit => ../../internal/testkit
 )

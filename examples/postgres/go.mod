@@ -24,4 +24,5 @@ require (
 replace (
 	github.com/resumable-go/resumable => ../..
 	github.com/resumable-go/resumable/adapters/postgres => ../../adapters/postgres
+	github.com/resumable-go/resumable/internal/testkit => ../../internal/testkit
 )

@@ -21,8 +21,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/adapters/sse"
-	"github.com/resumable-go/resumable/internal/childproc"
-	"github.com/resumable-go/resumable/internal/testio"
 )
 
 func TestMain(m *testing.M) {
@@ -93,7 +91,7 @@ func TestChecker(t *testing.T) {
 func TestRunCancelledMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &testio.CancelAt{Marker: "event 10 ", Cancel: cancel}
+	out := &cancelAt{marker: "event 10 ", cancel: cancel}
 	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.String())
 	}
@@ -147,34 +145,31 @@ func TestStateSurvivesKill(t *testing.T) {
 		mu.Lock()
 		target, reached = k, ch
 		mu.Unlock()
-		p, err := childproc.Start("sse", bin, args, stdout, stdout)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := startChild(t, bin, args, stdout)
 		select {
 		case <-ch:
-		case <-p.Done():
-			t.Fatalf("run %d ended before the server sent event %d:\n%s", i+1, k, childproc.Tail(stdout, 20))
+		case <-p.done:
+			t.Fatalf("run %d ended before the server sent event %d:\n%s", i+1, k, tail(stdout))
 		case <-time.After(time.Minute):
-			p.Kill()
-			t.Fatalf("run %d: the server did not send event %d within a minute:\n%s", i+1, k, childproc.Tail(stdout, 20))
+			t.Fatalf("run %d: the server did not send event %d within a minute:\n%s", i+1, k, tail(stdout))
 		}
-		p.Kill() // SIGKILL
+		p.kill()
 		var exit *exec.ExitError
-		if _, err := p.Exited(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("run %d ended with %v, want killed by SIGKILL", i+1, err)
+		if !errors.As(p.err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("run %d ended with %v, want killed by SIGKILL", i+1, p.err)
 		}
 	}
 	mu.Lock()
 	reached = nil
 	mu.Unlock()
-	p, err := childproc.Start("sse", bin, args, stdout, stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(time.Minute); err != nil {
-		p.Kill()
-		t.Fatalf("the last run: %v, want exit status 0\n%s", err, childproc.Tail(stdout, 20))
+	p := startChild(t, bin, args, stdout)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("the last run: %v, want exit status 0\n%s", p.err, tail(stdout))
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the last run did not end within a minute:\n%s", tail(stdout))
 	}
 
 	seen, starts, lines := readRuns(t, stdout)
@@ -194,6 +189,77 @@ func TestStateSurvivesKill(t *testing.T) {
 	if data, err := os.ReadFile(state); err != nil || string(data) != strconv.Itoa(total)+"\n" {
 		t.Errorf("state file holds %q (%v), want %q", data, err, strconv.Itoa(total)+"\n")
 	}
+}
+
+// child is one run of the program built by TestStateSurvivesKill.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once Wait returned
+	err  error         // Wait's result, read after done is closed
+}
+
+// startChild starts bin with args, its output appended to the file at path;
+// the child is killed when the test ends, if it has not ended by then.
+func startChild(t *testing.T, bin string, args []string, path string) *child {
+	t.Helper()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(c.kill)
+	return c
+}
+
+// kill sends SIGKILL and waits until the child has been reaped.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill() // an ended child is not an error
+	<-c.done
+}
+
+// tail returns the last lines of the file at path, for failure messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// cancelAt is the program's output: it keeps what is written and cancels
+// the program's context once a write holds marker.
+type cancelAt struct {
+	marker string
+	cancel context.CancelFunc
+
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (w *cancelAt) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.marker)) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+func (w *cancelAt) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // readRuns reads the output of the runs: the events handled, the line each

@@ -19,7 +19,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
-	"github.com/resumable-go/resumable/internal/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // deadline bounds every wait; it guards against a hang and is generous for

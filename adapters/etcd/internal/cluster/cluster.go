@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,7 +34,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/resumable-go/resumable/internal/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // Environment variables read by the package.
@@ -95,7 +94,7 @@ func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := Skip(t)
 	c := &Cluster{bin: bin, dir: t.TempDir()}
-	ports, err := freePorts(2 * n)
+	ports, err := childproc.FreePorts(2 * n)
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}
@@ -365,23 +364,3 @@ func (c *Cluster) tails() string {
 
 func clientURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 func peerURL(port int) string   { return "http://127.0.0.1:" + strconv.Itoa(port) }
-
-// freePorts returns n distinct ports free on 127.0.0.1 a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}

@@ -8,7 +8,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"time"
@@ -16,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // ProgressInterval is the server's progress notification interval (the
@@ -36,7 +37,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := childproc.FreePorts(2)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -93,23 +94,4 @@ func (s *Server) Compact(ctx context.Context, c *clientv3.Client, rev int64) err
 func (s *Server) Close() {
 	s.etcd.Close()
 	os.RemoveAll(s.dir)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

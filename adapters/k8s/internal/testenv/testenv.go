@@ -8,10 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,7 +21,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/resumable-go/resumable/internal/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // KubernetesVersion is the release that scripts/testenv.sh builds
@@ -175,7 +173,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	if err := e.writeTokens(); err != nil {
 		t.Fatalf("testenv: token file: %v", err)
 	}
-	ports, err := freePorts(3)
+	ports, err := childproc.FreePorts(3)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -470,31 +468,6 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// freePorts returns n distinct ports free on 127.0.0.1 a moment ago. Another
-// process could take one before it is used: unlikely on a test machine.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		addr, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			return nil, errors.New("free port: not a TCP address")
-		}
-		ports = append(ports, addr.Port)
-	}
-	return ports, nil
 }
 
 // startProc starts bin with args in its own process group, appending its

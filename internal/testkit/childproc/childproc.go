@@ -1,14 +1,15 @@
 // Package childproc runs the real servers and programs that integration
 // tests start as child processes: each in its own process group, its output
-// in files, killed with the test binary, and the directory the servers'
-// binaries are built into by scripts/testenv.sh. The Kubernetes and etcd
-// harnesses share it.
+// in files, killed with the test binary; the directory the servers'
+// binaries are built into by scripts/testenv.sh; and free loopback ports to
+// start them on. The Kubernetes, etcd and PostgreSQL harnesses share it.
 package childproc
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,33 @@ func BinDir(name string) string {
 		cache = filepath.Join(home, ".cache", "resumable", "testenv")
 	}
 	return filepath.Join(cache, name)
+}
+
+// FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a
+// moment ago: it holds a listener on each until all n are found, then
+// closes them. Another process could take one before the caller listens on
+// it, which is unlikely on a test machine.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("childproc: free port: %w", err)
+		}
+		ls = append(ls, l)
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("childproc: free port: %v is not a TCP address", l.Addr())
+		}
+		ports = append(ports, addr.Port)
+	}
+	return ports, nil
 }
 
 // Proc is one run of a child process in its own process group, with its

@@ -1,0 +1,10 @@
+// Module testkit is the harness of our own tests: child processes (the real
+// servers integration tests start) and free loopback ports. It is a module
+// of its own so that none of it ships in the published root module, and its
+// path is under internal/ so that only this repository's modules can import
+// it. Nested modules require it with a replace; the root module never does.
+module github.com/resumable-go/resumable/internal/testkit
+
+go 1.26.0
+
+require go.uber.org/goleak v1.3.0
