@@ -1,6 +1,6 @@
 module github.com/resumable-go/resumable
 
-go 1.25
+go 1.25.0
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0

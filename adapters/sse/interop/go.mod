@@ -1,6 +1,6 @@
 module github.com/resumable-go/resumable/adapters/sse/interop
 
-go 1.26
+go 1.26.0
 
 replace github.com/resumable-go/resumable => ../../..
 
