@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	goruntime "runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -188,7 +189,8 @@ func stop(t *testing.T, rw *k8s.RetryWatcher) {
 	}
 }
 
-// pollUntil polls cond until it holds or the deadline passes.
+// pollUntil polls cond until it holds or the deadline passes, yielding
+// the processor between looks (no sleep stands in for synchronisation).
 func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(deadline)
@@ -196,7 +198,7 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(time.Millisecond)
+		goruntime.Gosched()
 	}
 }
 

@@ -18,14 +18,33 @@ func TestMain(m *testing.M) {
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{} // signalled after each Write, when made
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	if b.wrote != nil {
+		select {
+		case b.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// awaitLines waits until the buffer holds n lines, or ctx ends.
+func (b *syncBuffer) awaitLines(ctx context.Context, n int) {
+	for len(strings.Split(strings.TrimSpace(b.String()), "\n")) < n {
+		select {
+		case <-b.wrote:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {
@@ -62,7 +81,7 @@ func TestWorker(t *testing.T) {
 	defer writer.Close()
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var stdout, stderr syncBuffer
+	stdout, stderr := syncBuffer{wrote: make(chan struct{}, 1)}, syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, &stdout, &stderr, []string{"-endpoints", strings.TrimPrefix(endpoint, "http://"), "-streams", "a,b", "-id", "w1", "-ttl", "2s"})
@@ -77,10 +96,9 @@ func TestWorker(t *testing.T) {
 			want = append(want, fmt.Sprintf("handled %s %s %d", strings.Split(key, "/")[2], key, resp.Header.Revision))
 		}
 	}
-	end := time.Now().Add(time.Minute)
-	for len(strings.Split(strings.TrimSpace(stdout.String()), "\n")) < len(want) && time.Now().Before(end) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	stdout.awaitLines(waitCtx, len(want))
+	waitCancel()
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run() after cancellation = %v, want nil; stderr:\n%s", err, stderr.String())
