@@ -54,7 +54,7 @@ func BenchmarkEvents(b *testing.B) {
 	// per-event path of each.
 	withResync := func(opts ...k8s.Option) func(ctx context.Context, rv string, w cache.WatcherWithContext) (watcher, error) {
 		return func(ctx context.Context, rv string, w cache.WatcherWithContext) (watcher, error) {
-			resync := func(context.Context, func(watch.Event) error) (string, error) { return "1", nil }
+			resync := func(context.Context, string, func(watch.Event) error) (string, error) { return "1", nil }
 			return k8s.NewRetryWatcherWithContext(ctx, rv, w, append(opts, k8s.WithResync(resync))...)
 		}
 	}
@@ -189,7 +189,7 @@ func trackedObjects(n int) []watch.Event {
 // without the option after the same. One op is both runs.
 func BenchmarkResyncDiffMemory(b *testing.B) {
 	const n = 100000
-	resync := func(context.Context, func(watch.Event) error) (string, error) { return "1", nil }
+	resync := func(context.Context, string, func(watch.Event) error) (string, error) { return "1", nil }
 	// live returns the live heap once a watcher made with opts delivered n
 	// objects, while it still runs.
 	live := func(opts ...k8s.Option) uint64 {
@@ -228,7 +228,7 @@ func BenchmarkResyncDiffMemory(b *testing.B) {
 // when every event is a new object (the tracker grows), against the same
 // watcher without the option. One op is one event.
 func BenchmarkResyncDiffAdded(b *testing.B) {
-	resync := func(context.Context, func(watch.Event) error) (string, error) { return "1", nil }
+	resync := func(context.Context, string, func(watch.Event) error) (string, error) { return "1", nil }
 	for _, mode := range []struct {
 		name string
 		opts []k8s.Option

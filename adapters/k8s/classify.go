@@ -16,7 +16,8 @@ import (
 // zero value is those rules exactly; set Resync when the stream has a resync
 // hook.
 //
-// A failure reported in the stream (an [*EventError]):
+// A failure reported in the stream (a watch.Error event, which [WatchSource]
+// returns as an error that unwraps to apierrors.FromObject of its object):
 //   - whose object is not a metav1.Status: [errclass.Retry];
 //   - with code 410 Gone: [errclass.Fail] (client-go forwards the event and
 //     stops), or [errclass.Expired] when Resync is set;
@@ -42,7 +43,7 @@ type StatusClassifier struct {
 
 // Classify decides what err means; see [StatusClassifier].
 func (c StatusClassifier) Classify(err error) errclass.Decision {
-	var ee *EventError
+	var ee *eventError
 	if errors.As(err, &ee) {
 		st, ok := ee.status()
 		if !ok {

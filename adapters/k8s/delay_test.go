@@ -46,7 +46,7 @@ func TestResyncThenExpiredAgainNoStorm(t *testing.T) {
 		srv := &expiredServer{}
 		var resyncs atomic.Int64
 		rw, err := k8s.NewRetryWatcherWithContext(t.Context(), "5", srv,
-			k8s.WithResync(func(_ context.Context, emit func(watch.Event) error) (string, error) {
+			k8s.WithResync(func(_ context.Context, _ string, emit func(watch.Event) error) (string, error) {
 				resyncs.Add(1)
 				return "20", emit(added(19))
 			}))

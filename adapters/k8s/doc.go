@@ -31,8 +31,8 @@
 //     watch.Error event with code 410 is forwarded and the watcher stops;
 //     any other code is retried after the Status's RetryAfterSeconds; an
 //     error object that is not a Status is retried.
-//   - Two consecutive watches start at least [DefaultMinRestartDelay] (1s)
-//     apart, without any other backoff. A server's RetryAfterSeconds is
+//   - Two consecutive watches start at least one second apart, without any
+//     other backoff. A server's RetryAfterSeconds is
 //     honoured up to ten minutes (the default of [stream.WithMaxServerDelay]).
 //   - ResultChan is unbuffered and closed when the watcher stops; Done is
 //     closed after it. Stop and the cancellation of the constructor's
@@ -50,7 +50,7 @@
 //     restart delay as any other: two watches start at least a second
 //     apart, resync or not. A resync that fails half-way is retried like
 //     any failure, and the consumer sees a new start marker and the replay
-//     again. [WithOnResync] reports each resync. Without it a RetryWatcher
+//     again. [WithHooks] reports each resync. Without it a RetryWatcher
 //     re-opens an expired resource version once a second forever when the
 //     410 comes at open, as client-go's does.
 //   - [WithResyncDiff]: a resync delivers only what changed — Added,

@@ -129,10 +129,10 @@ func ExampleWithResync() {
 	api.expireAt = "5" // the server has forgotten resource version 5
 	lw := api.ListWatch()
 
-	infos := make(chan k8s.ResyncInfo, 1)
+	infos := make(chan stream.ResyncEvent[string], 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 		k8s.WithResync(k8s.ListResync(lw)),
-		k8s.WithOnResync(func(i k8s.ResyncInfo) { infos <- i }))
+		k8s.WithHooks(stream.Hooks[string]{OnResync: func(i stream.ResyncEvent[string]) { infos <- i }}))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -26,7 +26,8 @@ type resourceVersionGetter interface {
 //     [cursor.ProgressOnly]: the stream moves past it without delivering it.
 //   - An event whose object has no GetResourceVersion method or an empty
 //     resource version, and an event of any other type, give an
-//     [*InvalidEventError]: going on could skip events, so a stream stops.
+//     error (an apierrors.APIStatus with an InternalError Status): going on
+//     could skip events, so a stream stops.
 //
 // It allocates nothing for a valid event.
 func ResourceVersion(ev watch.Event) (string, error) {
@@ -34,20 +35,20 @@ func ResourceVersion(ev watch.Event) (string, error) {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 		getter, ok := ev.Object.(resourceVersionGetter)
 		if !ok {
-			return "", &InvalidEventError{Event: ev, Err: errNoResourceVersion}
+			return "", &invalidEventError{Event: ev, Err: errNoResourceVersion}
 		}
 		rv := getter.GetResourceVersion()
 		if rv == "" {
-			return "", &InvalidEventError{Event: ev, Err: fmt.Errorf("retryWatcher: object %#v doesn't support resourceVersion", ev.Object)}
+			return "", &invalidEventError{Event: ev, Err: fmt.Errorf("retryWatcher: object %#v doesn't support resourceVersion", ev.Object)}
 		}
 		if ev.Type == watch.Bookmark {
 			return rv, cursor.ProgressOnly
 		}
 		return rv, nil
 	case watch.Error:
-		return "", &InvalidEventError{Event: ev, Err: errErrorEvent}
+		return "", &invalidEventError{Event: ev, Err: errErrorEvent}
 	default:
-		return "", &InvalidEventError{Event: ev, Err: fmt.Errorf("retryWatcher failed to recognize Event type %q", ev.Type)}
+		return "", &invalidEventError{Event: ev, Err: fmt.Errorf("retryWatcher failed to recognize Event type %q", ev.Type)}
 	}
 }
 
@@ -55,27 +56,27 @@ func ResourceVersion(ev watch.Event) (string, error) {
 // on them keep working.
 var (
 	errNoResourceVersion = errors.New("retryWatcher: doesn't support resourceVersion")
-	errErrorEvent        = errors.New("k8s: an ERROR event has no resource version; WatchSource turns it into an *EventError before it reaches the extractor")
+	errErrorEvent        = errors.New("k8s: an ERROR event has no resource version; WatchSource turns it into an error before it reaches the extractor")
 )
 
-// InvalidEventError is the error [ResourceVersion] returns for an event it
+// invalidEventError is the error [ResourceVersion] returns for an event it
 // cannot take a resource version from: Event is the event, Err says why
 // (with client-go's RetryWatcher's message). Its Status is the
 // InternalError a [RetryWatcher] delivers before it stops, as client-go's
 // does.
-type InvalidEventError struct {
+type invalidEventError struct {
 	Event watch.Event
 	Err   error
 }
 
 // Error returns Err's message.
-func (e *InvalidEventError) Error() string { return e.Err.Error() }
+func (e *invalidEventError) Error() string { return e.Err.Error() }
 
 // Unwrap returns Err.
-func (e *InvalidEventError) Unwrap() error { return e.Err }
+func (e *invalidEventError) Unwrap() error { return e.Err }
 
 // Status returns an InternalError Status carrying Err, which makes an
-// InvalidEventError an apierrors.APIStatus.
-func (e *InvalidEventError) Status() metav1.Status {
+// invalidEventError an apierrors.APIStatus.
+func (e *invalidEventError) Status() metav1.Status {
 	return apierrors.NewInternalError(e.Err).ErrStatus
 }

@@ -233,7 +233,7 @@ func FuzzRetryWatcher(f *testing.F) {
 		opts := []k8s.Option{k8s.WithMinRestartDelay(0)}
 		if s.resync {
 			calls := 0
-			opts = append(opts, k8s.WithResync(func(_ context.Context, emit func(watch.Event) error) (string, error) {
+			opts = append(opts, k8s.WithResync(func(_ context.Context, _ string, emit func(watch.Event) error) (string, error) {
 				if calls >= len(s.resyncRVs) {
 					return "", errors.New("fuzz: unexpected resync")
 				}

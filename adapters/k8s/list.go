@@ -16,57 +16,26 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// DefaultPageSize is the number of objects per page of a [ListResync]
-// unless [WithPageSize] says otherwise: 500, as client-go's informers.
-const DefaultPageSize = 500
+// pageSize is the number of objects per page of a [ListResync]: 500, as
+// client-go's informers.
+const pageSize = 500
 
 // watchListTimeoutSeconds bounds a WatchList request (TimeoutSeconds): a server
 // that ignores SendInitialEvents and sends nothing cannot hold a resync
 // longer. It is the longest of client-go's reflector's watch timeouts.
 const watchListTimeoutSeconds = 10 * 60
 
-// ResyncOption configures [ListResync] and [WatchListResync]. A nil
-// ResyncOption is ignored.
-type ResyncOption interface {
-	applyResync(*resyncConfig)
-}
-
-type resyncOptionFunc func(*resyncConfig)
-
-func (f resyncOptionFunc) applyResync(c *resyncConfig) { f(c) }
-
-type resyncConfig struct {
-	pageSize int64
-}
-
-// WithPageSize sets how many objects a list page asks for (ListOptions
-// Limit). Default [DefaultPageSize]. A size below 1 makes every call of the
-// ResyncFunc fail with an error naming it, which stops the watcher.
-func WithPageSize(n int64) ResyncOption {
-	return resyncOptionFunc(func(c *resyncConfig) { c.pageSize = n })
-}
-
 // lister is the ResyncFunc of ListResync.
 type lister struct {
-	l        cache.ListerWithContext
-	pageSize int64
-	err      error // a bad argument, returned by every call
+	l   cache.ListerWithContext
+	err error // a bad argument, returned by every call
 }
 
-func newLister(name string, lw cache.ListerWatcher, opts []ResyncOption) *lister {
-	c := resyncConfig{pageSize: DefaultPageSize}
-	for _, o := range opts {
-		if o != nil {
-			o.applyResync(&c)
-		}
-	}
-	switch {
-	case lw == nil:
+func newLister(name string, lw cache.ListerWatcher) *lister {
+	if lw == nil {
 		return &lister{err: errclass.Permanent(fmt.Errorf("k8s: %s: the ListerWatcher is nil", name))}
-	case c.pageSize < 1:
-		return &lister{err: errclass.Permanent(fmt.Errorf("k8s: %s: WithPageSize(%d): the page size must be at least 1", name, c.pageSize))}
 	}
-	return &lister{l: cache.ToListerWithContext(lw), pageSize: c.pageSize}
+	return &lister{l: cache.ToListerWithContext(lw)}
 }
 
 // ListResync returns a [ResyncFunc] that lists through lw page by page and
@@ -74,14 +43,15 @@ func newLister(name string, lw cache.ListerWatcher, opts []ResyncOption) *lister
 // time, then continues from the list's resource version.
 //
 // Its first page is listed "not older than" the resource version that
-// expired ([ResyncFrom]; ResourceVersionMatch NotOlderThan), which the API
+// expired (ResourceVersionMatch NotOlderThan), which the API
 // server's watch cache serves without reading etcd; only if that answers
 // 410 Gone / Expired or "too large resource version" does it fall back to
 // a consistent read (ResourceVersion ""), which reads etcd. A list of the
 // whole collection at once from etcd, repeated by every watcher after an
 // API server restart, is what took down control planes in
-// kubernetes/kubernetes#86483. Each page asks for [WithPageSize] objects
-// (default 500) and continues with the token of the previous one. When a
+// kubernetes/kubernetes#86483. Each page asks for 500 objects, as
+// client-go's informers do, and continues with the token of the previous
+// one. When a
 // continue token has expired (the list took longer than the server keeps
 // one, five minutes by default), it starts its replay over once, from the
 // first page (the consumer sees a new start marker); a second expiry fails
@@ -89,18 +59,18 @@ func newLister(name string, lw cache.ListerWatcher, opts []ResyncOption) *lister
 //
 // Objects deleted while the watch was expired are not in the list: with
 // [WithResyncDiff] the watcher delivers Deleted events for them; without
-// it, replace your state with the replay (see [ResyncAnnotation]).
+// it, replace your state with the replay (see [IsResyncMarker]).
 // [WatchListResync] streams the state instead of listing it.
-func ListResync(lw cache.ListerWatcher, opts ...ResyncOption) ResyncFunc {
-	return newLister("ListResync", lw, opts).resync
+func ListResync(lw cache.ListerWatcher) ResyncFunc {
+	return newLister("ListResync", lw).resync
 }
 
-func (l *lister) resync(ctx context.Context, emit func(watch.Event) error) (string, error) {
+func (l *lister) resync(ctx context.Context, from string, emit func(watch.Event) error) (string, error) {
 	if l.err != nil {
 		return "", l.err
 	}
-	first := metav1.ListOptions{Limit: l.pageSize}
-	if from := ResyncFrom(ctx); from != "" {
+	first := metav1.ListOptions{Limit: pageSize}
+	if from != "" {
 		first.ResourceVersion = from
 		first.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	}
@@ -117,7 +87,7 @@ func (l *lister) resync(ctx context.Context, emit func(watch.Event) error) (stri
 			continue
 		case opts.Continue != "" && isExpired(err) && !restarted:
 			restarted = true
-			if err := emit(restartMarker(ResyncFrom(ctx))); err != nil {
+			if err := emit(restartMarker(from)); err != nil {
 				return "", err
 			}
 			opts = first
@@ -137,7 +107,7 @@ func (l *lister) resync(ctx context.Context, emit func(watch.Event) error) (stri
 			return rv, nil
 		}
 		// A continued list takes no resource version: the token has it.
-		opts = metav1.ListOptions{Limit: l.pageSize, Continue: cont}
+		opts = metav1.ListOptions{Limit: pageSize, Continue: cont}
 	}
 }
 
@@ -179,13 +149,13 @@ func isTooLargeResourceVersion(err error) bool {
 // WatchListResync returns a [ResyncFunc] that streams the state of the
 // collection with a WatchList request (a watch with SendInitialEvents,
 // ResourceVersionMatch NotOlderThan and AllowWatchBookmarks, from the
-// resource version that expired, [ResyncFrom]): the server sends each
+// resource version that expired): the server sends each
 // object as an Added event, from its watch cache, then a Bookmark annotated
 // k8s.io/initial-events-end at the resource version the watch continues
 // from. Neither side holds the whole list: it costs the least memory of
 // all, on the client and on the server.
 //
-// It falls back to [ListResync] (with opts) for the resync at hand when the
+// It falls back to [ListResync] for the resync at hand when the
 // server does not serve it:
 //   - lw says so, as client-go's fake clients do
 //     (watchlist.DoesClientNotSupportWatchListSemantics, the test client-go's
@@ -206,8 +176,8 @@ func isTooLargeResourceVersion(err error) bool {
 // (the consumer sees a new start marker). The request carries
 // TimeoutSeconds of ten minutes, so a server that ignores it and sends
 // nothing cannot hold a resync forever.
-func WatchListResync(lw cache.ListerWatcher, opts ...ResyncOption) ResyncFunc {
-	wl := &watchLister{list: newLister("WatchListResync", lw, opts)}
+func WatchListResync(lw cache.ListerWatcher) ResyncFunc {
+	wl := &watchLister{list: newLister("WatchListResync", lw)}
 	if lw != nil {
 		wl.w = cache.ToWatcherWithContext(lw)
 		wl.unsupported.Store(watchlist.DoesClientNotSupportWatchListSemantics(lw))
@@ -222,11 +192,11 @@ type watchLister struct {
 	unsupported atomic.Bool // the server showed it does not serve WatchList
 }
 
-func (wl *watchLister) resync(ctx context.Context, emit func(watch.Event) error) (string, error) {
+func (wl *watchLister) resync(ctx context.Context, from string, emit func(watch.Event) error) (string, error) {
 	if wl.list.err != nil || wl.unsupported.Load() {
-		return wl.list.resync(ctx, emit)
+		return wl.list.resync(ctx, from, emit)
 	}
-	rv, next, err := wl.watchList(ctx, ResyncFrom(ctx), emit)
+	rv, next, err := wl.watchList(ctx, from, emit)
 	if err == nil && next == retryConsistent {
 		rv, next, err = wl.watchList(ctx, "", emit)
 	}
@@ -236,7 +206,7 @@ func (wl *watchLister) resync(ctx context.Context, emit func(watch.Event) error)
 	case next == streamed:
 		return rv, nil
 	}
-	return wl.list.resync(ctx, emit)
+	return wl.list.resync(ctx, from, emit)
 }
 
 // watchListEnd is how a WatchList request ended.

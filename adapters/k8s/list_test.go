@@ -30,6 +30,7 @@ type cluster struct {
 	items   []corev1.ConfigMap
 	rv      string
 	listErr func(call int, o metav1.ListOptions) error
+	pageCap int64 // when set, pages hold at most this many items, whatever the Limit
 
 	mu    sync.Mutex
 	lists []metav1.ListOptions
@@ -59,8 +60,12 @@ func (c *cluster) ListWithContext(_ context.Context, o metav1.ListOptions) (runt
 		start, _ = strconv.Atoi(o.Continue)
 	}
 	end, cont := len(c.items), ""
-	if o.Limit > 0 && start+int(o.Limit) < end {
-		end = start + int(o.Limit)
+	limit := o.Limit
+	if c.pageCap > 0 && (limit <= 0 || limit > c.pageCap) {
+		limit = c.pageCap // a server may page below the Limit
+	}
+	if limit > 0 && start+int(limit) < end {
+		end = start + int(limit)
 		cont = strconv.Itoa(end)
 	}
 	page := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: c.rv, Continue: cont}}
@@ -119,9 +124,9 @@ func TestListResyncPages(t *testing.T) {
 	gone := apierrors.NewResourceExpired("too old resource version: 5 (10)")
 	continueExpired := apierrors.NewResourceExpired("The provided continue parameter is too old")
 	notOlder := func(rv string) metav1.ListOptions {
-		return metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 2}
+		return metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Limit: 500}
 	}
-	page := func(cont string) metav1.ListOptions { return metav1.ListOptions{Limit: 2, Continue: cont} }
+	page := func(cont string) metav1.ListOptions { return metav1.ListOptions{Limit: 500, Continue: cont} }
 	failOn := func(calls ...int) func(int, metav1.ListOptions) error {
 		return func(call int, _ metav1.ListOptions) error {
 			for _, c := range calls {
@@ -156,7 +161,7 @@ func TestListResyncPages(t *testing.T) {
 				}
 				return nil
 			},
-			wantLists: []metav1.ListOptions{notOlder("5"), {Limit: 2}, page("2"), page("4")},
+			wantLists: []metav1.ListOptions{notOlder("5"), {Limit: 500}, page("2"), page("4")},
 			want: func(c *cluster) []watch.Event {
 				return cat([]watch.Event{marker(cmMarker, 5)}, c.added(0, 5), []watch.Event{endMarker(cmMarker, 40)})
 			},
@@ -170,7 +175,7 @@ func TestListResyncPages(t *testing.T) {
 				}
 				return nil
 			},
-			wantLists: []metav1.ListOptions{notOlder("5"), {Limit: 2}, page("2"), page("4")},
+			wantLists: []metav1.ListOptions{notOlder("5"), {Limit: 500}, page("2"), page("4")},
 			want: func(c *cluster) []watch.Event {
 				return cat([]watch.Event{marker(cmMarker, 5)}, c.added(0, 5), []watch.Event{endMarker(cmMarker, 40)})
 			},
@@ -203,8 +208,9 @@ func TestListResyncPages(t *testing.T) {
 			t.Parallel()
 			c := newCluster("40", 5, tc.steps...)
 			c.listErr = tc.listErr
+			c.pageCap = 2
 			rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", c,
-				k8s.WithMinRestartDelay(0), k8s.WithResync(k8s.ListResync(c, k8s.WithPageSize(2))))
+				k8s.WithMinRestartDelay(0), k8s.WithResync(k8s.ListResync(c)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,16 +243,13 @@ func TestListResyncPages(t *testing.T) {
 
 func TestListResyncBadArguments(t *testing.T) {
 	t.Parallel()
-	c := newCluster("40", 1)
 	tests := []struct {
 		name        string
 		f           k8s.ResyncFunc
 		wantMessage string
 	}{
-		{name: "page size 0", f: k8s.ListResync(c, k8s.WithPageSize(0)), wantMessage: "ListResync: WithPageSize(0): the page size must be at least 1"},
-		{name: "negative page size", f: k8s.WatchListResync(c, k8s.WithPageSize(-1)), wantMessage: "WatchListResync: WithPageSize(-1): the page size must be at least 1"},
 		{name: "nil ListerWatcher", f: k8s.ListResync(nil), wantMessage: "ListResync: the ListerWatcher is nil"},
-		{name: "nil ListerWatcher, WatchList", f: k8s.WatchListResync(nil, nil), wantMessage: "WatchListResync: the ListerWatcher is nil"},
+		{name: "nil ListerWatcher, WatchList", f: k8s.WatchListResync(nil), wantMessage: "WatchListResync: the ListerWatcher is nil"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

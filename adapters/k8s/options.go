@@ -11,10 +11,10 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// DefaultMinRestartDelay is the least time between the starts of two
+// defaultMinRestartDelay is the least time between the starts of two
 // consecutive watches of a [RetryWatcher] unless [WithMinRestartDelay] says
 // otherwise: one second, as in client-go.
-const DefaultMinRestartDelay = time.Second
+const defaultMinRestartDelay = time.Second
 
 // Option configures a [RetryWatcher]. Options are made by the With functions
 // of this package; a nil Option is ignored.
@@ -34,14 +34,13 @@ type config struct {
 	resync     ResyncFunc
 	diff       bool
 	known      []runtime.Object // WithResyncDiff's arguments
-	onResync   func(ResyncInfo)
 	idle       time.Duration
 	limiter    stream.Limiter
 	hooks      []stream.Hooks[string]
 }
 
 func newConfig(opts []Option) config {
-	c := config{minRestart: DefaultMinRestartDelay}
+	c := config{minRestart: defaultMinRestartDelay}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -64,8 +63,8 @@ var (
 
 // WithMinRestartDelay sets the least time between the starts of two
 // consecutive watches (non-sliding, like client-go's wait.NonSlidingUntil: a
-// watch that lived longer than d is reopened at once). Default
-// [DefaultMinRestartDelay], one second, as in client-go; 0 turns it off. A
+// watch that lived longer than d is reopened at once). Default one second,
+// as in client-go; 0 turns it off. A
 // negative d makes the constructor fail.
 func WithMinRestartDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.minRestart = d })
@@ -103,7 +102,7 @@ func WithClassifier(c errclass.Classifier) Option {
 // WithResync makes the watcher survive an expired resource version, which
 // client-go's RetryWatcher cannot: when a watch is refused with 410 Gone or
 // Expired (at open or in the stream), f is called, its replay is delivered
-// between two marker Bookmarks (see [ResyncAnnotation]), and watching
+// between two marker Bookmarks (see [IsResyncMarker]), and watching
 // continues from the resource version it returned, after the usual delay
 // (two watches start at least the minimum restart delay apart, resync or
 // not). A failing f is classified like any other failure (retried by
@@ -147,17 +146,6 @@ func WithResyncDiff(known ...runtime.Object) Option {
 	})
 }
 
-// WithOnResync sets a function called after each completed resync, on the
-// watcher's goroutine, after the replay was delivered and before watching
-// resumes. It must not block. It is only ever called when [WithResync] is
-// set. Nil means none. It runs concurrently with the consumer, which may
-// still be handling the end marker: to know where in the stream a resync
-// happened, watch for the markers ([IsResyncMarker], [IsResyncEnd])
-// instead.
-func WithOnResync(f func(ResyncInfo)) Option {
-	return optionFunc(func(c *config) { c.onResync = f })
-}
-
 // WithIdleTimeout closes and reopens a watch that delivered nothing for d,
 // bookmarks included: it catches a connection that died without the
 // watcher noticing (a peer that vanished without a FIN, a NAT that dropped
@@ -188,6 +176,16 @@ func WithOpenLimiter(l stream.Limiter) Option {
 // consumer received the event, or a bookmark) and every resync, on the
 // watcher's goroutine; a cursor here is a resource version. Several add up.
 // This is how a metrics collector (metrics/prom) follows a RetryWatcher.
+//
+// OnResync reports each completed resync (only ever with [WithResync]),
+// after the replay was delivered and before watching resumes: its Cause is
+// the failure that showed the resource version had expired (a 410 in the
+// stream or at the watch call), From the expired resource version, To the
+// one the resync returned, and Replayed how many events of the replay were
+// delivered, the markers not counted (with [WithResyncDiff], the
+// differences only). It runs concurrently with the consumer, which may
+// still be handling the end marker: to know where in the stream a resync
+// happened, watch for the markers ([IsResyncMarker]) instead.
 func WithHooks(h stream.Hooks[string]) Option {
 	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h) })
 }

@@ -26,10 +26,10 @@ import (
 // must then return that error at once. Nothing holds the whole replay: f
 // should emit as it reads, page by page.
 //
-// It is called on the watcher's goroutine with the watcher's context, and
-// should honour it; [ResyncFrom] tells it the resource version that
-// expired. Without [WithResyncDiff] its events are delivered as they are,
-// between the two resync markers (see [ResyncAnnotation]); they should be
+// It is called on the watcher's goroutine with the watcher's context, which
+// it should honour, and from, the resource version that expired. Without
+// [WithResyncDiff] its events are delivered as they are, between the two
+// resync markers (see [IsResyncMarker]); they should be
 // Added events of the watched type. With it they are the listing the
 // watcher compares with what it delivered (see [WithResyncDiff]). To start
 // its replay over (its list's continue token expired, say) f emits a resync
@@ -42,35 +42,24 @@ import (
 // and the whole replay again); mark it with errclass.Permanent to stop the
 // watcher instead. An error the classifier calls expired (a 410) stops the
 // watcher. A resource version of "" or "0" is a permanent error.
-type ResyncFunc func(ctx context.Context, emit func(watch.Event) error) (resourceVersion string, err error)
+type ResyncFunc func(ctx context.Context, from string, emit func(watch.Event) error) (resourceVersion string, err error)
 
-// ResyncInfo describes a completed resync, for [WithOnResync].
-type ResyncInfo struct {
-	// Cause is the failure that showed the resource version had expired:
-	// an [*EventError] for a 410 in the stream, the error of the watch call
-	// for one at open.
-	Cause error
-	// From is the expired resource version; To the one the resync returned.
-	From, To string
-	// Replayed is how many events of the replay were delivered, the resync
-	// markers not counted: with [WithResyncDiff], the differences only.
-	Replayed int
-}
+// resyncAnnotation and resyncEndAnnotation, with the value "true", mark the
+// Bookmark events a [RetryWatcher] delivers before and after a resync's
+// replay.
+const (
+	resyncAnnotation    = "resumable.io/resync"
+	resyncEndAnnotation = "resumable.io/resync-end"
+)
 
-// ResyncAnnotation is the annotation, with the value "true", that marks the
-// Bookmark event a [RetryWatcher] with [WithResync] delivers before a
-// resync's replay: the start marker, for which [IsResyncMarker] reports
-// true. [ResyncEndAnnotation] marks the Bookmark it delivers after the
-// replay: the end marker ([IsResyncEnd]).
-//
-// A marker's object has no other content than its resource version and
-// this annotation; its Go type is that of the objects watched (the replay's
-// first object, or the last object delivered), or
-// *metav1.PartialObjectMetadata when neither is known, so that a consumer
-// asserting the watched type does not panic. The start marker carries the
-// resource version that expired (the last the consumer received,
-// [ResyncInfo].From); the end marker the one the watch continues from
-// ([ResyncInfo].To).
+// IsResyncMarker reports whether ev is the start marker a [RetryWatcher]
+// with [WithResync] delivers before a resync's replay: a Bookmark annotated
+// resumable.io/resync: "true", carrying the resource version that expired
+// (the last the consumer received). [IsResyncEnd] tells the end marker,
+// which carries the one the watch continues from. A marker's object has no
+// other content; its Go type is that of the objects watched, or
+// *metav1.PartialObjectMetadata when none is known, so that a consumer
+// asserting the watched type does not panic.
 //
 // The start marker says: events may have been missed since the previous
 // event. Without [WithResyncDiff], the events between the two markers are
@@ -81,24 +70,16 @@ type ResyncInfo struct {
 // cut short (the resync failed half-way, or restarted its list): forget
 // what it delivered and start over. A consumer that needs none of this can
 // skip Bookmark events, which a RetryWatcher delivers for nothing else.
-const ResyncAnnotation = "resumable.io/resync"
-
-// ResyncEndAnnotation is the annotation, with the value "true", that marks
-// the Bookmark event a [RetryWatcher] delivers after a resync's replay (see
-// [ResyncAnnotation] and [IsResyncEnd]).
-const ResyncEndAnnotation = "resumable.io/resync-end"
-
-// IsResyncMarker reports whether ev is the start marker a [RetryWatcher]
-// delivers before a resync's replay (see [ResyncAnnotation]).
 func IsResyncMarker(ev watch.Event) bool {
-	return isAnnotatedBookmark(ev, ResyncAnnotation)
+	return isAnnotatedBookmark(ev, resyncAnnotation)
 }
 
 // IsResyncEnd reports whether ev is the end marker a [RetryWatcher]
-// delivers after a resync's replay (see [ResyncEndAnnotation]); its
-// resource version is the one the watch continues from.
+// delivers after a resync's replay (a Bookmark annotated
+// resumable.io/resync-end: "true", see [IsResyncMarker]); its resource
+// version is the one the watch continues from.
 func IsResyncEnd(ev watch.Event) bool {
-	return isAnnotatedBookmark(ev, ResyncEndAnnotation)
+	return isAnnotatedBookmark(ev, resyncEndAnnotation)
 }
 
 func isAnnotatedBookmark(ev watch.Event, annotation string) bool {
@@ -112,27 +93,13 @@ func isAnnotatedBookmark(ev watch.Event, annotation string) bool {
 	return m.GetAnnotations()[annotation] == "true"
 }
 
-// resyncFromKey is the context key of [ResyncFrom].
-type resyncFromKey struct{}
-
-// ResyncFrom returns the resource version that expired, for a [ResyncFunc]
-// called by a [RetryWatcher]: the last one the watcher reached (that of
-// the last event its consumer received, or of a later bookmark). A
-// ResyncFunc lists "not older than" it, which the API server's watch cache
-// serves without reading etcd. It returns "" when ctx is not a resync's.
-func ResyncFrom(ctx context.Context) string {
-	rv, _ := ctx.Value(resyncFromKey{}).(string)
-	return rv
-}
-
 // resyncState is what a watcher with a resync hook keeps. Only the
 // watcher's goroutine uses it.
 type resyncState struct {
 	f        ResyncFunc
-	onResync func(ResyncInfo)
 	diff     *tracker // nil without WithResyncDiff
 	kind     objectKind
-	replayed int // events the last completed resync delivered, for onResync
+	replayed int // events the last completed resync delivered, for OnResync hooks
 }
 
 // objectKind is the Go type and the group, version and kind of the objects
@@ -184,7 +151,7 @@ func (k objectKind) marker(annotation, rv string) watch.Event {
 // restartMarker is what ListResync and WatchListResync emit to start their
 // replay over: any start marker does.
 func restartMarker(rv string) watch.Event {
-	return objectKind{}.marker(ResyncAnnotation, rv)
+	return objectKind{}.marker(resyncAnnotation, rv)
 }
 
 // resync is the watcher's stream resync hook: it runs the user's
@@ -197,7 +164,7 @@ func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Eve
 	if rs.diff != nil {
 		rs.diff.begin()
 	}
-	rv, err := rs.f(context.WithValue(ctx, resyncFromKey{}, from), p.receive)
+	rv, err := rs.f(ctx, from, p.receive)
 	if err != nil {
 		return "", err
 	}
@@ -212,7 +179,7 @@ func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Eve
 	if err := p.start(rs.kind); err != nil {
 		return "", err
 	}
-	if err := emit(rs.kind.marker(ResyncEndAnnotation, rv)); err != nil {
+	if err := emit(rs.kind.marker(resyncEndAnnotation, rv)); err != nil {
 		return "", err
 	}
 	rs.replayed = p.n
@@ -266,22 +233,25 @@ func (p *replay) start(k objectKind) error {
 	if p.started {
 		return nil
 	}
-	if err := p.emit(k.marker(ResyncAnnotation, p.from)); err != nil {
+	if err := p.emit(k.marker(resyncAnnotation, p.from)); err != nil {
 		return err
 	}
 	p.started = true
 	return nil
 }
 
-// resynced is the Resumer's OnResync hook.
-func (rw *RetryWatcher) resynced(ev stream.ResyncEvent[string]) {
-	cause := ev.Cause
-	// The Resumer marks the cause expired; hand the user the failure itself.
-	var ee *EventError
-	if errors.As(cause, &ee) {
-		cause = ee
-	} else if u := errors.Unwrap(cause); u != nil && errors.Is(cause, errclass.ErrExpired) && !errors.Is(u, errclass.ErrExpired) {
-		cause = u
+// resynced wraps a user's OnResync hook: it is told the failure itself
+// (not the Resumer's expired mark on it) and the replay's length without
+// its markers.
+func (rw *RetryWatcher) resynced(f func(stream.ResyncEvent[string])) func(stream.ResyncEvent[string]) {
+	return func(ev stream.ResyncEvent[string]) {
+		var ee *eventError
+		if errors.As(ev.Cause, &ee) {
+			ev.Cause = ee
+		} else if u := errors.Unwrap(ev.Cause); u != nil && errors.Is(ev.Cause, errclass.ErrExpired) && !errors.Is(u, errclass.ErrExpired) {
+			ev.Cause = u
+		}
+		ev.Replayed = rw.rs.replayed
+		f(ev)
 	}
-	rw.rs.onResync(ResyncInfo{Cause: cause, From: ev.From, To: ev.To, Replayed: rw.rs.replayed})
 }

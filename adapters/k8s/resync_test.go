@@ -21,6 +21,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/k8s"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // annotated is a Bookmark at rv with annotation set, with an object of
@@ -61,7 +62,7 @@ type resyncScript struct {
 	mu      sync.Mutex
 	results []resyncResult
 	calls   int
-	froms   []string // ResyncFrom of each call
+	froms   []string // the from of each call
 }
 
 // resyncResult is what one call of a resyncScript does: it emits replay,
@@ -72,11 +73,11 @@ type resyncResult struct {
 	err    error
 }
 
-func (s *resyncScript) resync(ctx context.Context, emit func(watch.Event) error) (string, error) {
+func (s *resyncScript) resync(_ context.Context, from string, emit func(watch.Event) error) (string, error) {
 	s.mu.Lock()
 	r := s.results[min(s.calls, len(s.results)-1)]
 	s.calls++
-	s.froms = append(s.froms, k8s.ResyncFrom(ctx))
+	s.froms = append(s.froms, from)
 	s.mu.Unlock()
 	for _, ev := range r.replay {
 		if err := emit(ev); err != nil {
@@ -99,7 +100,7 @@ func TestRetryWatcherResync(t *testing.T) {
 		results     []resyncResult
 		want        []watch.Event
 		wantRVs     []string
-		wantInfos   []k8s.ResyncInfo // Cause compared by message
+		wantInfos   []stream.ResyncEvent[string] // Cause compared by message
 		wantResyncs int
 		wantMessage string // the watcher stops with an Error event whose Status says this
 	}{
@@ -109,7 +110,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{listed},
 			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 1,
 		},
 		{
@@ -118,7 +119,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{listed},
 			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: openExpired, From: "5", To: "20", Replayed: 2}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: openExpired, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 1,
 		},
 		{
@@ -127,7 +128,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{listed},
 			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 6), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20), added(21)},
 			wantRVs:     []string{"5", "20", "21"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 2}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 2}},
 			wantResyncs: 1,
 		},
 		{
@@ -136,7 +137,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{{err: errTest}, {err: apierrors.NewInternalError(errTest)}, listed},
 			want:        []watch.Event{marker(&corev1.ConfigMap{}, 5), added(18), added(19), endMarker(&corev1.ConfigMap{}, 20)},
 			wantRVs:     []string{"5", "5", "5", "20"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: openGone, From: "5", To: "20", Replayed: 2}},
 			wantResyncs: 3,
 		},
 		{
@@ -170,7 +171,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{{rv: "20", replay: []watch.Event{secret(19)}}},
 			want:        []watch.Event{added(6), marker(&corev1.Secret{}, 6), secret(19), endMarker(&corev1.Secret{}, 20)},
 			wantRVs:     []string{"5", "20"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 1}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 1}},
 			wantResyncs: 1,
 		},
 		{
@@ -179,7 +180,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{{rv: "20"}},
 			want:        []watch.Event{added(6), marker(&corev1.ConfigMap{}, 6), endMarker(&corev1.ConfigMap{}, 20)},
 			wantRVs:     []string{"5", "20"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 0}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: &k8s.EventError{Event: gone, Err: apierrors.FromObject(gone.Object)}, From: "6", To: "20", Replayed: 0}},
 			wantResyncs: 1,
 		},
 		{
@@ -188,7 +189,7 @@ func TestRetryWatcherResync(t *testing.T) {
 			results:     []resyncResult{{rv: "20"}},
 			want:        []watch.Event{marker(nil, 5), endMarker(nil, 20)},
 			wantRVs:     []string{"5", "20"},
-			wantInfos:   []k8s.ResyncInfo{{Cause: openGone, From: "5", To: "20", Replayed: 0}},
+			wantInfos:   []stream.ResyncEvent[string]{{Cause: openGone, From: "5", To: "20", Replayed: 0}},
 			wantResyncs: 1,
 		},
 	}
@@ -198,15 +199,15 @@ func TestRetryWatcherResync(t *testing.T) {
 			lw := newScripted(tc.steps...)
 			rs := &resyncScript{results: tc.results}
 			var mu sync.Mutex
-			var infos []k8s.ResyncInfo
+			var infos []stream.ResyncEvent[string]
 			rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
 				k8s.WithMinRestartDelay(0),
 				k8s.WithResync(rs.resync),
-				k8s.WithOnResync(func(i k8s.ResyncInfo) {
+				k8s.WithHooks(stream.Hooks[string]{OnResync: func(i stream.ResyncEvent[string]) {
 					mu.Lock()
 					infos = append(infos, i)
 					mu.Unlock()
-				}))
+				}}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,10 +254,10 @@ func TestRetryWatcherResync(t *testing.T) {
 func TestRetryWatcherResyncCauseType(t *testing.T) {
 	t.Parallel()
 	lw := newScripted(step{err: newGone("too old")})
-	infos := make(chan k8s.ResyncInfo, 1)
+	infos := make(chan stream.ResyncEvent[string], 1)
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw,
-		k8s.WithResync(func(context.Context, func(watch.Event) error) (string, error) { return "9", nil }),
-		k8s.WithOnResync(func(i k8s.ResyncInfo) { infos <- i }))
+		k8s.WithResync(func(context.Context, string, func(watch.Event) error) (string, error) { return "9", nil }),
+		k8s.WithHooks(stream.Hooks[string]{OnResync: func(i stream.ResyncEvent[string]) { infos <- i }}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,16 +106,16 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		stream.WithOpenLimiter(cfg.limiter),
 	}
 	for _, h := range cfg.hooks {
+		if h.OnResync != nil {
+			h.OnResync = rw.resynced(h.OnResync)
+		}
 		sopts = append(sopts, stream.WithHooks(h))
 	}
 	handle := rw.send
 	switch {
 	case cfg.resync != nil:
-		rw.rs = &resyncState{f: cfg.resync, onResync: cfg.onResync}
+		rw.rs = &resyncState{f: cfg.resync}
 		sopts = append(sopts, stream.WithResync(rw.resync))
-		if cfg.onResync != nil {
-			sopts = append(sopts, stream.WithHooks(stream.Hooks[string]{OnResync: rw.resynced}))
-		}
 		handle = rw.sendTyped
 		if cfg.diff {
 			rw.rs.diff = newTracker()
@@ -179,7 +179,7 @@ func (rw *RetryWatcher) failed(ctx context.Context, err error) {
 // stream, the Status of an API error (a Forbidden at open, an invalid event),
 // or an InternalError describing err.
 func finalEvent(err error) watch.Event {
-	var ee *EventError
+	var ee *eventError
 	if errors.As(err, &ee) {
 		return ee.Event
 	}

@@ -561,7 +561,7 @@ func TestRetryWatcherNilOptions(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errTest)
 	lw := newScripted(step{events: []watch.Event{added(6), statusEvent(newGone("old").ErrStatus)}}, step{err: forbidden})
 	rw, err := k8s.NewRetryWatcherWithContext(context.Background(), "5", lw, nil,
-		k8s.WithLogger(nil), k8s.WithBackoff(nil), k8s.WithClassifier(nil), k8s.WithResync(nil), k8s.WithOnResync(nil))
+		k8s.WithLogger(nil), k8s.WithBackoff(nil), k8s.WithClassifier(nil), k8s.WithResync(nil), k8s.WithHooks(stream.Hooks[string]{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,8 @@ import (
 //
 // An error from the watch call is returned as it is. The connection's Recv
 // returns the watch's events; a closed result channel is io.EOF (the normal
-// end of a watch); a watch.Error event is returned as an [*EventError], so
+// end of a watch); a watch.Error event is returned as an error that unwraps
+// to apierrors.FromObject of its object (apierrors.IsGone works on it), so
 // that a classifier can tell a failure reported in the stream from one
 // reported when the watch was opened (see [StatusClassifier]). Close stops
 // the watch and makes a Recv blocked on it return, even when the watch does
@@ -122,32 +123,32 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// EventError is the error a [WatchSource] connection returns for a
+// eventError is the error a [WatchSource] connection returns for a
 // watch.Error event: the API server reported a failure inside an open watch.
 // Event is the event as received; Err is what
 // apierrors.FromObject(Event.Object) made of it: an
 // [*apierrors.StatusError] when the object is a metav1.Status (so that
-// apierrors.IsGone and the like work on an EventError), another error when
+// apierrors.IsGone and the like work on an eventError), another error when
 // it is not.
-type EventError struct {
+type eventError struct {
 	Event watch.Event
 	Err   error
 }
 
-func newEventError(ev watch.Event) *EventError {
-	return &EventError{Event: ev, Err: apierrors.FromObject(ev.Object)}
+func newEventError(ev watch.Event) *eventError {
+	return &eventError{Event: ev, Err: apierrors.FromObject(ev.Object)}
 }
 
 // Error describes the event's failure.
-func (e *EventError) Error() string {
+func (e *eventError) Error() string {
 	return fmt.Sprintf("k8s: the watch reported an error event: %v", e.Err)
 }
 
 // Unwrap returns Err.
-func (e *EventError) Unwrap() error { return e.Err }
+func (e *eventError) Unwrap() error { return e.Err }
 
 // status returns the event's Status, and whether the object was one.
-func (e *EventError) status() (*metav1.Status, bool) {
+func (e *eventError) status() (*metav1.Status, bool) {
 	se, ok := e.Err.(*apierrors.StatusError)
 	if !ok {
 		return nil, false

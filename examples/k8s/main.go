@@ -177,7 +177,7 @@ func printEvents(ctx context.Context, out io.Writer, log *zap.Logger, cs kuberne
 			}
 			return fmt.Errorf("the watcher stopped: %w", err)
 		case watchtools.IsResyncMarker(ev):
-			// Rather than the WithOnResync hook, which runs on the
+			// Rather than an OnResync hook (WithHooks), which runs on the
 			// watcher's goroutine: the markers come in order with the
 			// events. The start marker carries the expired resource
 			// version, the end marker the one the watch goes on from.

@@ -33,6 +33,9 @@ type cutter struct {
 	open []watch.Interface
 }
 
+// cutPageSize is the most objects a list page of a cutter holds.
+const cutPageSize = 7
+
 var errCut = fmt.Errorf("cutter: dial tcp 127.0.0.1: %w", syscall.ECONNREFUSED)
 
 // Cut refuses calls from now on and stops the open watches.
@@ -59,6 +62,9 @@ func (c *cutter) ListWithContext(ctx context.Context, o metav1.ListOptions) (run
 	c.mu.Unlock()
 	if cut {
 		return nil, errCut
+	}
+	if o.Limit > cutPageSize {
+		o.Limit = cutPageSize // many pages, so that cuts fall between them
 	}
 	return c.lw.ListWithContext(ctx, o)
 }
@@ -222,9 +228,9 @@ func TestResyncAfterCut(t *testing.T) {
 			cms := createNamespace(t, cs, "cut-"+strconv.Itoa(i))
 			var rec recorder
 			c := &cutter{lw: rec.listWatch(cms)}
-			resync := k8s.ListResync(c, k8s.WithPageSize(7))
+			resync := k8s.ListResync(c)
 			if mode.watchList {
-				resync = k8s.WatchListResync(c, k8s.WithPageSize(7))
+				resync = k8s.WatchListResync(c)
 			}
 			opts := []k8s.Option{k8s.WithResync(resync)}
 			if mode.diff {

@@ -30,7 +30,7 @@ import (
 // while its items are delivered.
 func unpaginatedResync(lw cache.ListerWatcher) k8s.ResyncFunc {
 	l := cache.ToListerWithContext(lw)
-	return func(ctx context.Context, emit func(watch.Event) error) (string, error) {
+	return func(ctx context.Context, _ string, emit func(watch.Event) error) (string, error) {
 		list, err := l.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: ""})
 		if err != nil {
 			return "", err
