@@ -202,3 +202,27 @@ func BenchmarkRunFileStore(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRunFailureOptions measures what handler retry and the dead
+// letter cost on the clean path (no handler fails): the same Run with the
+// options off and on (compare the two in one run).
+func BenchmarkRunFailureOptions(b *testing.B) {
+	park := func(context.Context, benchEvent, error) error { return nil }
+	for _, w := range []struct {
+		name string
+		opts []stream.Option
+	}{
+		{name: "options=off"},
+		{name: "options=on", opts: []stream.Option{stream.WithHandlerRetry(3, backoff.None()), stream.WithDeadLetter(park)}},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			var sum int64
+			benchConsume(b, -1, func(r *stream.Resumer[benchEvent, int64]) error {
+				return r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
+					sum += e.Offset
+					return nil
+				})
+			}, w.opts...)
+		})
+	}
+}

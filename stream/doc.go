@@ -49,9 +49,14 @@
 //     recovered: it propagates to the caller of Run after the current Conn
 //     was closed and the committed cursor saved. Recovering would hide a bug
 //     and leave the cursor's meaning in doubt.
-//   - The per-event path allocates nothing, reads no clock, and takes one
-//     uncontended lock (to publish the cursor and counters to
-//     [Resumer.Cursor] and [Resumer.Stats]).
+//   - The per-event path allocates nothing, reads no clock (except under
+//     [WithCheckpointInterval]), and takes one uncontended lock (to publish
+//     the cursor and counters to [Resumer.Cursor] and [Resumer.Stats]).
+//   - [WithConcurrency] runs the handler on n goroutines with per-key order
+//     ([WithOrderKey]) and commits only the contiguous prefix of finished
+//     events; [WithHandlerRetry] and [WithDeadLetter] retry a failed event in
+//     place and park what never succeeds (docs/concurrency.md,
+//     docs/failures.md).
 //
 // [Pages] turns a polled, paginated API into a Source. Runnable programs:
 // examples/quickstart in the repository (a flaky in-process source),
