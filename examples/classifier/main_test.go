@@ -9,7 +9,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -126,33 +125,19 @@ func TestVerify(t *testing.T) {
 func TestRunCancelledMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelAt{marker: "item 10:", cancel: cancel}
-	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
+	var out bytes.Buffer // run writes from one goroutine
+	cancelAtMarker := writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("item 10:")) {
+			cancel()
+		}
+		return out.Write(p)
+	})
+	if err := run(ctx, cancelAtMarker, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.String())
 	}
 }
 
-// cancelAt is the program's output: it keeps what is written and cancels
-// the program's context once a write holds marker.
-type cancelAt struct {
-	marker string
-	cancel context.CancelFunc
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
 
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (w *cancelAt) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if bytes.Contains(p, []byte(w.marker)) {
-		w.cancel()
-	}
-	return w.buf.Write(p)
-}
-
-func (w *cancelAt) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -91,8 +91,14 @@ func TestChecker(t *testing.T) {
 func TestRunCancelledMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &cancelAt{marker: "event 10 ", cancel: cancel}
-	if err := run(ctx, out, nil); !errors.Is(err, context.Canceled) {
+	var out bytes.Buffer // run writes from one goroutine
+	cancelAtMarker := writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("event 10 ")) {
+			cancel()
+		}
+		return out.Write(p)
+	})
+	if err := run(ctx, cancelAtMarker, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("run() = %v, want %v; output:\n%s", err, context.Canceled, out.String())
 	}
 }
@@ -237,30 +243,10 @@ func tail(path string) string {
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
-// cancelAt is the program's output: it keeps what is written and cancels
-// the program's context once a write holds marker.
-type cancelAt struct {
-	marker string
-	cancel context.CancelFunc
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
 
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (w *cancelAt) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if bytes.Contains(p, []byte(w.marker)) {
-		w.cancel()
-	}
-	return w.buf.Write(p)
-}
-
-func (w *cancelAt) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // readRuns reads the output of the runs: the events handled, the line each
 // run started with, and how many event lines there were.
