@@ -7,6 +7,7 @@ require (
 	github.com/resumable-go/resumable/adapters/etcd v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.etcd.io/etcd/server/v3 v3.7.0
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
 
