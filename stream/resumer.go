@@ -171,7 +171,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
-	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
+	if cr, ok := src.(contextRespecter); ok && cr.RecvRespectsContext() {
 		r.noWatch = true
 	}
 	if r.everyN < 0 { // unset: save per event unless an interval says otherwise

@@ -703,12 +703,12 @@ func TestEndOfStreamFromOpen(t *testing.T) {
 var _ io.Closer = stream.Conn[int](nil)
 
 // ctxSource is a streamtest source whose connections' Recv respect ctx at
-// the end of the log (streamtest.Wait), declared through ContextRespecter.
+// the end of the log (streamtest.Wait), declared through its RecvRespectsContext method.
 type ctxSource struct{ *streamtest.Source[string] }
 
 func (ctxSource) RecvRespectsContext() bool { return true }
 
-func TestContextRespecterSkipsTheWatcher(t *testing.T) {
+func TestRecvRespectsContextSkipsTheWatcher(t *testing.T) {
 	src := streamtest.NewSource(letters(3))
 	src.SetEndOfLog(streamtest.Wait)
 	r := newResumer(t, ctxSource{src})

@@ -28,6 +28,14 @@ type Conn[T any] interface {
 // Source opens connections to a stream. Open must honour ctx: the Resumer
 // cannot interrupt an Open that ignores it. Open is called from one
 // goroutine at a time for a given Resumer.
+//
+// A Source may also have a method RecvRespectsContext() bool. One that
+// reports true promises that every [Conn.Recv] it returns ends promptly
+// when its ctx ends; the Resumer then skips the context watcher that
+// otherwise closes the current Conn on cancellation (about 500 bytes and a
+// registration with ctx per Run), which matters when thousands of idle
+// streams run at once. A Source that breaks the promise makes cancellation
+// wait for its Recv.
 type Source[T, C any] interface {
 	// Open returns a connection that delivers the events strictly after
 	// cursor after. An error is classified exactly like an error from Recv;
@@ -35,14 +43,8 @@ type Source[T, C any] interface {
 	Open(ctx context.Context, after C) (Conn[T], error)
 }
 
-// ContextRespecter is an optional interface of a [Source]: one whose
-// RecvRespectsContext reports true promises that every [Conn.Recv] it
-// returns ends promptly when its ctx ends. The Resumer then skips the
-// context watcher that otherwise closes the current Conn on cancellation
-// (about 500 bytes and a registration with ctx per Run), which matters when
-// thousands of idle streams run at once. A Source that breaks the promise
-// makes cancellation wait for its Recv.
-type ContextRespecter interface {
+// contextRespecter is the optional method of a [Source] described there.
+type contextRespecter interface {
 	RecvRespectsContext() bool
 }
 

@@ -63,7 +63,7 @@ func (f tokens[T]) Open(ctx context.Context, after string) (Conn[TokenItem[T]], 
 	return &tokenPage[T]{items: items, token: after, next: next}, nil
 }
 
-// RecvRespectsContext implements [ContextRespecter]: a page's Recv never
+// RecvRespectsContext tells the Resumer (see [Source]) that a page's Recv never
 // blocks.
 func (tokens[T]) RecvRespectsContext() bool { return true }
 

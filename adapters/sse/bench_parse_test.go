@@ -42,7 +42,7 @@ func BenchmarkParse(b *testing.B) {
 	for _, size := range []int{16, 1024} {
 		b.Run(fmt.Sprintf("data=%dB", size), func(b *testing.B) {
 			block := eventBlock(100, size)
-			p := newParser(&repeat{block: block}, "", DefaultMaxEventSize, new(atomic.Int64))
+			p := newParser(&repeat{block: block}, "", defaultMaxEventSize, new(atomic.Int64))
 			b.SetBytes(int64(len(block) / 100))
 			b.ReportAllocs()
 			for b.Loop() {

@@ -75,7 +75,7 @@ func TestHeartbeats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newParser(&chunkReader{chunks: tt.chunks}, "", DefaultMaxEventSize, new(atomic.Int64))
+			p := newParser(&chunkReader{chunks: tt.chunks}, "", defaultMaxEventSize, new(atomic.Int64))
 			got, err := readAll(&p)
 			if err != io.EOF {
 				t.Errorf("next() = %v at the end, want io.EOF", err)
@@ -155,7 +155,7 @@ type zeroReader struct{}
 func (zeroReader) Read([]byte) (int, error) { return 0, nil }
 
 func TestReaderWithoutProgress(t *testing.T) {
-	p := newParser(zeroReader{}, "", DefaultMaxEventSize, new(atomic.Int64))
+	p := newParser(zeroReader{}, "", defaultMaxEventSize, new(atomic.Int64))
 	if _, err := p.next(); !errors.Is(err, io.ErrNoProgress) {
 		t.Errorf("next() = %v, want io.ErrNoProgress", err)
 	}
@@ -163,7 +163,7 @@ func TestReaderWithoutProgress(t *testing.T) {
 
 func TestReadError(t *testing.T) {
 	boom := errors.New("boom")
-	p := newParser(io.MultiReader(strings.NewReader("data: a\n\ndata: b\n"), &errReader{boom}), "", DefaultMaxEventSize, new(atomic.Int64))
+	p := newParser(io.MultiReader(strings.NewReader("data: a\n\ndata: b\n"), &errReader{boom}), "", defaultMaxEventSize, new(atomic.Int64))
 	evs, err := readAll(&p)
 	if len(evs) != 1 || !errors.Is(err, boom) {
 		t.Errorf("readAll() = %d events, %v; want 1, %v", len(evs), err, boom)

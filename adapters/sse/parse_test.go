@@ -331,7 +331,7 @@ func TestParse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for how, r := range readers(tt.input) {
-				got := parseAll(r(), tt.lastID, DefaultMaxEventSize)
+				got := parseAll(r(), tt.lastID, defaultMaxEventSize)
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Fatalf("parse(%q) read %s: (-want +got)\n%s", tt.input, how, diff)
 				}

@@ -40,9 +40,9 @@ type Event struct {
 	Heartbeat bool
 }
 
-// DefaultMaxEventSize is the largest event a [Source] accepts when its
+// defaultMaxEventSize is the largest event a [Source] accepts when its
 // MaxEventSize is zero: 1 MiB.
-const DefaultMaxEventSize = 1 << 20
+const defaultMaxEventSize = 1 << 20
 
 // ErrEventTooLarge is matched by the error that ends a connection on which
 // one line, or the field lines of one event, add up to more than the
@@ -104,19 +104,16 @@ type Source struct {
 	Header http.Header
 	// MaxEventSize bounds the bytes of one line, and of the field lines of
 	// one event, before the connection fails with [ErrEventTooLarge]. Zero
-	// means [DefaultMaxEventSize]; a negative value makes Open fail.
+	// means 1 MiB; a negative value makes Open fail.
 	MaxEventSize int
 
 	retry atomic.Int64 // the reconnection time, in nanoseconds
 }
 
-var (
-	_ stream.Source[Event, string] = (*Source)(nil)
-	_ stream.ContextRespecter      = (*Source)(nil)
-)
+var _ stream.Source[Event, string] = (*Source)(nil)
 
 // RecvRespectsContext reports true: a Conn's Recv returns as soon as its
-// ctx ends (see [stream.ContextRespecter]).
+// ctx ends, so the Resumer needs no watcher of its own (see [stream.Source]).
 func (s *Source) RecvRespectsContext() bool { return true }
 
 // errorBodyWait bounds the wait for the start of an error response's body,
@@ -162,7 +159,7 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], er
 		if mt, _, _ := mime.ParseMediaType(ctype); mt == "text/event-stream" {
 			max := s.MaxEventSize
 			if max == 0 {
-				max = DefaultMaxEventSize
+				max = defaultMaxEventSize
 			}
 			return &conn{
 				p:      newParser(resp.Body, after, max, &s.retry),
