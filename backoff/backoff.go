@@ -62,9 +62,7 @@ func None() Policy { return Constant(0) }
 // Default returns the policy a stream uses when none is given: jittered
 // exponential, starting at 500ms (±50%), growing 1.5× per failure, no step
 // above 30s (jitter included), with no limit on attempts or elapsed time.
-func Default() Policy {
-	return Exponential()
-}
+func Default() Policy { return Exponential() }
 
 // Option configures [Exponential].
 type Option interface{ apply(*expConfig) }
@@ -118,8 +116,9 @@ func WithMaxRetries(n int) Option {
 
 // Exponential returns a jittered exponential policy configured by opts. It
 // never panics: an option out of range gives a policy whose sequences give
-// up at once and whose method Validate() error reports the option;
-// stream.New (and etcd.NewGroup) call Validate and fail with that error.
+// up at once and whose method Validate() error reports the option.
+// stream.New, and every adapter constructor that takes a Policy, calls
+// Validate and fails with that error.
 func Exponential(opts ...Option) Policy {
 	c := expConfig{
 		initial:    cbackoff.DefaultInitialInterval,
