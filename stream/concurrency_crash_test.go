@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +37,10 @@ const (
 	crashKeys    = 20
 	crashWindow  = 64
 	crashCadence = 8 // WithCheckpointEvery
+
+	// crashLifeBound bounds one child's life; it detects a hang, it is not
+	// a timing check.
+	crashLifeBound = time.Minute
 )
 
 // TestConcurrencyCrash kills a process that handles an endless stream with
@@ -177,14 +183,23 @@ func runCrashChild(t *testing.T, path string, target int) crashLife {
 		}
 		return true
 	}
+	var hung atomic.Bool
+	bound := time.AfterFunc(crashLifeBound, func() {
+		hung.Store(true)
+		_ = cmd.Process.Kill()
+	})
 	for len(life.handled) < target && scan() {
 	}
-	if err := cmd.Process.Kill(); err != nil {
+	bound.Stop()
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatalf("Kill() = %v", err)
 	}
 	for scan() { // lines written before the kill landed
 	}
 	err = cmd.Wait()
+	if hung.Load() {
+		t.Fatalf("the child handled %d events in %v, want %d\nstderr:\n%s", len(life.handled), crashLifeBound, target, stderr.String())
+	}
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != -1 {
 		t.Fatalf("child ended with %v, want killed by a signal\nstderr:\n%s", err, stderr.String())
 	}
