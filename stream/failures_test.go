@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -81,11 +82,11 @@ func TestHandlerRetryInPlace(t *testing.T) {
 		if st.Opens != 1 || st.HandlerRetries != 2 || st.Retried != 0 {
 			t.Errorf("Stats() = %d opens, %d handler retries, %d retried failures; want 1, 2, 0 (no reconnect)", st.Opens, st.HandlerRetries, st.Retried)
 		}
-		var thens []stream.HandlerOutcome
+		var retried []bool
 		for _, h := range hooks {
-			thens = append(thens, h.Then)
+			retried = append(retried, h.Retry && !h.Parked)
 		}
-		if diff := cmp.Diff([]stream.HandlerOutcome{stream.HandlerRetried, stream.HandlerRetried}, thens); diff != "" {
+		if diff := cmp.Diff([]bool{true, true}, retried); diff != "" {
 			t.Errorf("OnHandlerError outcomes (-want +got):\n%s", diff)
 		}
 	})
@@ -306,5 +307,84 @@ func TestDeadLetterTypeChecked(t *testing.T) {
 	}
 	if _, err := stream.New(endingSource(1), extract, cursor.NewMemory[int64](0), stream.WithHandlerRetry(0, nil)); !errors.Is(err, stream.ErrInvalidOption) {
 		t.Errorf("New(WithHandlerRetry(0)) = %v, want %v", err, stream.ErrInvalidOption)
+	}
+}
+
+// TestSourceChanged: a Source that reports another history resyncs with a
+// hook, and without one stops Run with the Source's message; in neither
+// case is it retried, and nothing spins.
+func TestSourceChanged(t *testing.T) {
+	changed := fmt.Errorf("%w: cluster id was 7, now 9", stream.ErrSourceChanged)
+	tests := []struct {
+		name       string
+		resync     bool
+		wantErr    bool
+		wantOpens  uint64
+		wantCursor int64
+	}{
+		{name: "resync hook", resync: true, wantOpens: 1, wantCursor: 50},
+		{name: "no hook", wantErr: true, wantOpens: 0, wantCursor: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opens := 0
+				src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+					opens++
+					if after == 10 {
+						return nil, changed
+					}
+					return nil, stream.ErrEndOfStream
+				})
+				var opts []stream.Option
+				var replayed []int64
+				if tt.resync {
+					opts = append(opts, stream.WithResync(func(_ context.Context, cause error, emit func(ev) error) (int64, error) {
+						if !errors.Is(cause, stream.ErrSourceChanged) {
+							t.Errorf("resync cause = %v, want %v", cause, stream.ErrSourceChanged)
+						}
+						for seq := int64(48); seq <= 50; seq++ {
+							if err := emit(ev{Seq: seq}); err != nil {
+								return 0, err
+							}
+						}
+						return 50, nil
+					}))
+				}
+				r, err := stream.New(src, extract, cursor.NewMemory[int64](10), opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				err = r.Run(context.Background(), func(_ context.Context, e ev) error {
+					replayed = append(replayed, e.Seq)
+					return nil
+				})
+				switch {
+				case tt.wantErr && (!errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), "was 7, now 9")):
+					t.Fatalf("Run() = %v, want the Source's message matching %v", err, stream.ErrSourceChanged)
+				case !tt.wantErr && err != nil:
+					t.Fatalf("Run() = %v, want nil", err)
+				}
+				st := r.Stats()
+				if st.Retried != 0 || st.Expired != 1 {
+					t.Errorf("Stats() = %d retried, %d expired; want 0 and 1", st.Retried, st.Expired)
+				}
+				if want := 1 + int(tt.wantOpens); opens != want {
+					t.Errorf("%d Opens, want %d", opens, want)
+				}
+				if got := r.Cursor(); got != tt.wantCursor {
+					t.Errorf("Cursor() = %d, want %d", got, tt.wantCursor)
+				}
+				if tt.resync {
+					if diff := cmp.Diff([]int64{48, 49, 50}, replayed); diff != "" {
+						t.Errorf("replayed (-want +got):\n%s", diff)
+					}
+					if elapsed := time.Since(start); elapsed <= 0 {
+						t.Errorf("reopened %v after the resync, want a backoff step (the delay rule)", elapsed)
+					}
+				}
+			})
+		})
 	}
 }

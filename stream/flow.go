@@ -144,32 +144,9 @@ type HandlerEvent[C any] struct {
 	Err error
 	// Decision is the classifier's verdict on Err.
 	Decision errclass.Decision
-	// Then is what follows: HandlerRetried, HandlerParked or HandlerFailed.
-	Then HandlerOutcome
-}
-
-// HandlerOutcome says what follows a failed handler call.
-type HandlerOutcome uint8
-
-const (
-	// HandlerFailed: the event ends Run (no tries left, no dead letter, or
-	// the dead letter failed).
-	HandlerFailed HandlerOutcome = iota
-	// HandlerRetried: the handler is called again with the event.
-	HandlerRetried
-	// HandlerParked: the dead-letter function took the event.
-	HandlerParked
-)
-
-// String returns the outcome's name.
-func (o HandlerOutcome) String() string {
-	switch o {
-	case HandlerRetried:
-		return "retried"
-	case HandlerParked:
-		return "parked"
-	}
-	return "failed"
+	// Retry reports that the handler is called again with the event, and
+	// Parked that the dead letter is given it; neither: Run ends.
+	Retry, Parked bool
 }
 
 // handleEvent hands ev (at cursor c) to the handler, with the tries and
@@ -194,37 +171,26 @@ func (r *Resumer[T, C]) handlerFailed(ctx context.Context, handle handler[T], ev
 			return err
 		}
 		d := r.classify(err)
-		then := HandlerFailed
-		switch {
-		case d.Action == errclass.Retry && try < r.tries:
-			then = HandlerRetried
-		case r.park != nil:
-			then = HandlerParked
-		}
+		retry := d.Action == errclass.Retry && try < r.tries
 		var wait time.Duration
-		if then == HandlerRetried {
+		if retry {
 			if steps == nil {
 				steps = r.retryPolicy.NewSequence()
 			}
 			step, ok := steps.Next()
-			switch {
-			case !ok && r.park != nil:
-				then = HandlerParked
-			case !ok:
-				then = HandlerFailed
-			}
-			wait = max(step, r.capServer(d.After))
+			retry, wait = ok, max(step, r.capServer(d.After))
 		}
+		park := !retry && r.park != nil
 		if r.hooks.OnHandlerError != nil {
-			r.hooks.OnHandlerError(HandlerEvent[C]{Cursor: c, Try: try, Err: err, Decision: d, Then: then})
+			r.hooks.OnHandlerError(HandlerEvent[C]{Cursor: c, Try: try, Err: err, Decision: d, Retry: retry, Parked: park})
 		}
-		switch then {
-		case HandlerFailed:
+		switch {
+		case !retry && !park:
 			if try == 1 {
-				return err // as today
+				return err // as without the options
 			}
 			return &HandlerError{Err: err, Tries: try}
-		case HandlerParked:
+		case park:
 			if perr := r.park(ctx, ev, &HandlerError{Err: err, Tries: try}); perr != nil {
 				return fmt.Errorf("stream: parking the event at cursor %s after %d tries (%w): %w", text(c), try, err, perr)
 			}

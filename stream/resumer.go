@@ -312,7 +312,8 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 //     matching both the failure and [errclass.ErrExpired];
 //   - an error matching [ErrRetriesExhausted] and the last failure when the
 //     backoff policy gives up;
-//   - ctx's error when ctx ends (the current Conn is closed to unblock it);
+//   - ctx's error when ctx ends (the current Conn is closed to unblock it;
+//     a Limiter, ResyncFunc, Store or handler that ignores ctx delays it);
 //   - [ErrAlreadyRunning] when another Run or All is in progress;
 //   - an error matching [ErrInvalidOption] for a nil ctx or handler.
 //

@@ -155,7 +155,14 @@ func consume(ctx context.Context, out io.Writer, s *shop, path string) (parked u
 		stream.WithDeadLetter(dl.Park),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnHandlerError: func(e stream.HandlerEvent[int64]) {
-				fmt.Fprintf(out, "try %d of order %d: %v -> %v\n", e.Try, e.Cursor, e.Err, e.Then)
+				then := "failed"
+				switch {
+				case e.Retry:
+					then = "retried"
+				case e.Parked:
+					then = "parked"
+				}
+				fmt.Fprintf(out, "try %d of order %d: %v -> %s\n", e.Try, e.Cursor, e.Err, then)
 			},
 		}))
 	if err != nil {
