@@ -145,8 +145,8 @@ type Limiter interface {
 
 // WithOpenLimiter makes every Open, the first included, wait on l after the
 // reopen delay. A Resumer blocked on l returns when its context ends only
-// if l.Wait honours that context, as *rate.Limiter does. An error from l.Wait while the context is live is a failure,
-// classified like any other. Nil means none, which is the default; a nil
+// if l.Wait honours that context, as *rate.Limiter does. An error from
+// l.Wait is a failed try, classified like any other. Nil means none, which is the default; a nil
 // pointer in a non-nil interface makes New fail.
 func WithOpenLimiter(l Limiter) Option {
 	return optionFunc(func(cfg *config) {
