@@ -14,13 +14,9 @@ import (
 )
 
 // Codec turns a cursor into the bytes a [File] store writes, and back. A
-// Codec must be safe for concurrent use; Encode and Decode may be called any
-// number of times.
-//
-// Decode must reject what is not a whole cursor (empty, truncated or
-// garbled data) with an error rather than return a zero or partial one:
-// [File] reports every Decode error as [ErrCorrupt], and a lenient Decode
-// would let a stream silently restart from the beginning.
+// Codec must be safe for concurrent use. Decode must reject what is not a
+// whole cursor (empty, truncated or garbled data): [File] reports it as
+// [ErrCorrupt], where a lenient Decode would restart the stream silently.
 type Codec[C any] interface {
 	// Encode returns the encoding of c.
 	Encode(c C) ([]byte, error)
@@ -30,42 +26,12 @@ type Codec[C any] interface {
 }
 
 // JSON returns a [Codec] that stores a cursor as one JSON value followed by
-// a newline, as encoding/json marshals it. Decode is strict, so that a
-// damaged or mistyped file fails instead of loading a zero cursor: the data
-// must hold exactly one JSON value (surrounding white space is allowed), an
-// object must not have fields C does not know, and null is accepted only
-// when C is a pointer, interface, map or slice type.
-//
-// A truncated object, array or string fails to decode; a truncated bare
-// number does not (12345 cut to 123 is still a number), so prefer an object
-// or string cursor when the file may be damaged by other means than [File]
-// itself.
-//
-// Encode refuses a cursor that would not read back equal, so that a Save
-// never stores a cursor other than the one it was given: it decodes its own
-// encoding and compares the result with the cursor. What JSON loses is
-// thereby refused: a string that is not valid UTF-8 (JSON replaces the bad
-// bytes), a non-zero field JSON does not see (unexported, or tagged "-"),
-// an interface holding a value that reads back as another type (an int64
-// in an any reads back as a float64); encoding/json itself refuses NaN
-// and infinities. Values are compared as [reflect.DeepEqual] does, with
-// these exceptions, so that what JSON keeps is not refused:
-//   - a value whose type has a method Equal(T) bool, such as [time.Time],
-//     is compared with it (JSON drops a time's monotonic clock reading and
-//     Location pointer, which Equal ignores);
-//   - a value whose type marshals itself ([encoding/json.Marshaler] or
-//     [encoding.TextMarshaler], such as [encoding/json.RawMessage] or
-//     [math/big.Int]) is compared by its JSON encoding;
-//   - a nil and an empty map or slice are equal (omitempty drops an empty
-//     one, which reads back nil), and a NaN equals a NaN.
-//
-// Map keys are looked up with ==. The rule applies at any depth, through
-// pointers, interfaces, maps, slices and struct fields; an Equal method is
-// honoured only where the value is reachable through exported fields.
-//
-// A struct type C (or a pointer to one) that has fields but no exported
-// one, and does not marshal itself, holds nothing JSON can store: Encode
-// refuses every value of it, and [NewFile] refuses the codec.
+// a newline. Decode is strict (exactly one value, no unknown fields, null
+// only for a pointer, interface, map or slice C), and Encode refuses a
+// cursor that would not read back equal (invalid UTF-8, a field JSON does
+// not see); a type with an Equal method, such as [time.Time], is compared
+// with it. [NewFile] refuses the codec for a struct C with no exported
+// field. docs/cursor-files.md in the repository has the full rules.
 func JSON[C any]() Codec[C] {
 	return jsonCodec[C]{typeErr: jsonTypeError(reflect.TypeFor[C]())}
 }
@@ -143,21 +109,10 @@ func nilable(t reflect.Type) bool {
 }
 
 // String returns a [Codec] that stores any string cursor, the empty string
-// included, as text for an operator to read and edit.
-//
-// A cursor that is non-empty valid UTF-8, without control characters and
-// without white space at either end, is stored as it is, on one line
-// followed by a newline ("abc\n"); Decode ignores white space around it, so
-// "abc", "abc\n" and " abc \r\n" all decode to "abc". Any other string
-// (the empty one, one with a tab, a control character, a space at an end,
-// or bytes that are not UTF-8) is stored on two lines: the word quoted, then
-// the cursor as a Go string literal (strconv.Quote), as in "quoted\n\"\"\n"
-// for the empty cursor. A one-line file is never read as the second form,
-// so files written before the second form existed decode as they did.
-//
-// Decode rejects data that is neither: an empty file, one full of zero
-// bytes, or one of several lines of another shape is corrupt, never the
-// empty cursor.
+// included, as text for an operator to read and edit: a plain string on one
+// line, any other (empty, with control characters or white space at an end,
+// not UTF-8) as the word quoted and a Go string literal on the next line.
+// Decode rejects anything else, an empty file included.
 func String() Codec[string] {
 	return stringCodec{}
 }

@@ -99,17 +99,11 @@ func (e *fileError) Is(target error) bool {
 	return target == ErrCorrupt && e.Op == "decode"
 }
 
-// Permanent reports whether retrying the operation cannot help until
-// something outside the program changes, such as an operator: the file is
-// corrupt, the cursor cannot be encoded, or the cause is a missing or
-// wrong-kind path, a symbolic link to nothing or a loop of links, a name
-// too long, a denied permission, or a read-only file system. It reports
-// false for other causes, which may clear up by themselves: an I/O error,
-// a full disk or an exceeded quota (another program may free space), too
-// many open files.
-//
-// An error classifier can honour it through the optional interface
-// interface{ Permanent() bool } without importing this package.
+// Permanent reports whether retrying cannot help until something outside
+// the program changes: a corrupt file, an unencodable cursor, a missing or
+// wrong-kind path, a link to nothing, a name too long, a denied permission,
+// a read-only file system. An I/O error, a full disk or too many open files
+// are not permanent. Classifiers honour it through interface{ Permanent() bool }.
 func (e *fileError) Permanent() bool {
 	switch e.Op {
 	case "new", "decode", "encode":
@@ -142,45 +136,13 @@ var permanentCauses = []error{
 }
 
 // File is a [Store] that keeps the cursor in a file, encoded by a [Codec].
-// Create one with [NewFile].
-//
-// Crash guarantee: Save writes the new cursor to a temporary file in the
-// same directory, syncs it to stable storage, renames it over the file and
-// syncs the directory. Whenever the process or the machine stops, the file
-// holds either the cursor of the last Save that returned nil or that of a
-// Save in progress; never a torn, empty or half-written one. When a Save
-// fails, the file keeps the previous cursor, except when only the final
-// directory sync failed: the file may then hold the new cursor, which may
-// or may not survive a power loss. Either way it holds a cursor that was
-// handled.
-//
-// A process killed during Save can leave its temporary file behind, named
-// ".NAME.*.tmp" beside the file NAME (the link's target, for a symbolic
-// link). It is never read, and may be deleted when no Save is running.
-//
-// Concurrency: a File is safe for concurrent use; its Saves run one at a
-// time. Load may run during a Save and returns the cursor before or after
-// it. Several File values (in one process or several) may share a path
-// without corrupting it, since each Save has its own temporary file: the
-// file holds the cursor of the last rename, whichever store made it. They
-// do not coordinate further, so two streams that save to one path overwrite
-// each other's progress; give each stream its own path (see the package
-// documentation for one owner per stream).
-//
-// The file is created with mode 0644, or keeps the permission bits it had
-// when NewFile was called.
-//
-// Symbolic links: if the path is a symbolic link, Load reads the file it
-// leads to, and Save replaces that file, atomically and durably as above,
-// and keeps the link: the temporary file is made in the target's directory
-// (named after the target) and renamed over the target. Save follows the
-// link anew each time, so a link switched to another file is honoured. A
-// link whose target does not exist is not a first run but an error naming
-// the link and its target, from NewFile, Load and Save alike (the error is
-// permanent and matches [io/fs.ErrNotExist]): a link into a volume that
-// failed to mount never restarts a stream from the initial cursor. To keep
-// the cursor on another volume, linking the directory also works; then a
-// missing file in an existing directory is a first run, as anywhere.
+// Create one with [NewFile]. Save is atomic and durable (a temporary file,
+// fsync, rename, fsync of the directory): after a crash the file holds the
+// last saved cursor or the one being saved, never a torn one. A File is
+// safe for concurrent use, but a path belongs to one stream in one process.
+// Through a symbolic link it reads and replaces the link's target; a link
+// to nothing is an error, never a first run. docs/cursor-files.md in the
+// repository is the reference.
 type File[C any] struct {
 	path    string
 	dir     string
@@ -194,31 +156,11 @@ type File[C any] struct {
 
 // NewFile returns a [File] store that keeps its cursor at path, encoded by
 // codec: [Int64], [String], [JSON] or one of your own. Load returns initial
-// until a cursor was saved there.
-//
-// NewFile fails when:
-//   - path is empty, or codec is nil;
-//   - codec cannot store any value of C (see [JSON]), or cannot encode
-//     initial: the first Save of a stream that has not moved would fail;
-//   - the directory of path does not exist or is not a directory;
-//   - path is a directory or another non-regular file, or a symbolic link
-//     whose target does not exist (see [File]);
-//   - the name of the file (of the link's target, for a link) leaves no
-//     room for the name of its temporary file, 16 bytes longer, within the
-//     file system's limit (statfs's on Linux, 255 bytes elsewhere), or, on
-//     Linux, for its path within PATH_MAX: every Save would fail.
-//
-// Its errors name the path; they are permanent (a Permanent() bool method
-// that errclass.Default honours), and a name too long matches
-// [syscall.ENAMETOOLONG].
-//
-// NewFile does not create directories: create the directory first. It does
-// not read the file: a corrupt file makes the first Load fail. A relative
-// path is made absolute at once, so a later change of working directory
-// does not move the file.
-//
-// The file holds at most 1 MiB: Save rejects a larger encoding and Load a
-// larger file.
+// until a cursor was saved there. NewFile fails, with a permanent error
+// naming the path, when codec is nil or cannot encode initial, when the
+// directory is missing (it creates none) or the path is not a regular file,
+// or when every Save would fail (see docs/cursor-files.md in the
+// repository). It does not read the file.
 func NewFile[C any](path string, initial C, codec Codec[C]) (*File[C], error) {
 	if path == "" {
 		return nil, errors.New("cursor: NewFile: empty path")
@@ -309,16 +251,10 @@ func checkRegular(path string, fi fs.FileInfo) error {
 }
 
 // Load returns the cursor in the file, or the initial cursor when the file
-// does not exist (but its directory does). It returns ctx's error if ctx is
-// already done, and otherwise an error naming the file: one that matches
-// [ErrCorrupt] when the file holds no cursor, another one when it
-// cannot be read, its directory is gone, or the path is a symbolic link
-// whose target does not exist. Load never falls back to the initial cursor
-// because of an error.
-//
-// A missing file means a first run. Make sure path is on the volume you
-// mean: the empty mount point of a volume that failed to mount looks like a
-// first run too.
+// does not exist (but its directory does): a missing file is a first run,
+// so make sure path is on the volume you mean. Any other problem is an
+// error naming the file, matching [ErrCorrupt] when the file holds no
+// cursor; Load never falls back to the initial cursor because of an error.
 func (f *File[C]) Load(ctx context.Context) (C, error) {
 	var zero C
 	if err := ctx.Err(); err != nil {
@@ -379,19 +315,10 @@ func (f *File[C]) read() (data []byte, exists bool, err error) {
 }
 
 // Save atomically and durably replaces the cursor in the file with c (see
-// [File] for the crash guarantee). It returns ctx's error without writing if
-// ctx is already done; once it has started it finishes, since file system
-// calls cannot be interrupted. Otherwise it returns nil or an error naming
-// the file (nothing was written, or the write failed), and the file keeps its
-// previous cursor (but see [File] for a failed directory sync). Any
-// temporary file is removed when Save fails.
-//
-// Before writing, Save checks that the Codec decodes what it encoded, so
-// that Save never writes a file that Load would reject.
-//
-// Through a symbolic link, Save replaces the link's target and keeps the
-// link; a link whose target cannot be reached, or is not a regular file,
-// makes it fail with a permanent error (see [File]).
+// [File]). It returns ctx's error without writing if ctx is already done;
+// once started it finishes. A Save that fails leaves the previous cursor,
+// except when only the final directory sync failed (docs/cursor-files.md
+// in the repository).
 func (f *File[C]) Save(ctx context.Context, c C) error {
 	if err := ctx.Err(); err != nil {
 		return err
