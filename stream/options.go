@@ -72,64 +72,45 @@ func WithClassifier(c errclass.Classifier) Option {
 	return optionFunc(func(cfg *config) { cfg.classifier = c })
 }
 
-// WithBackoff sets the policy for the delay after a failure. The Resumer takes
-// its sequences from it (one for failures, one for the guard after empty
-// clean ends; see [WithPollInterval]) and resets the failure sequence when a
-// connection ends cleanly or committed a cursor. Nil means [backoff.Default],
-// which is also the default. A policy with a method Validate() error that
-// reports an error (an out-of-range [backoff.Exponential]) makes New fail.
+// WithBackoff sets the policy for the delay after a failure (and for the
+// guard after a clean end that delivered nothing). Nil means
+// [backoff.Default], which is also the default. A policy with a method
+// Validate() error that reports an error (an out-of-range
+// [backoff.Exponential]) makes New fail.
 func WithBackoff(p backoff.Policy) Option {
 	return optionFunc(func(cfg *config) { cfg.policy = p })
 }
 
 // WithMinRestartDelay sets the least time between the starts of two
-// consecutive Opens (non-sliding, like wait.NonSlidingUntil: a connection
-// that lived longer than d reopens at once). Default 0. A negative d makes
-// New fail.
+// consecutive Opens; a connection that lived longer than d reopens at once.
+// Default 0. A negative d makes New fail.
 func WithMinRestartDelay(d time.Duration) Option {
 	return durationOption("WithMinRestartDelay", d, func(cfg *config) { cfg.minRestart = d })
 }
 
-// WithMaxServerDelay caps the delay a server asks for (the After of an
-// [errclass.Decision]: Retry-After, Kubernetes' RetryAfterSeconds, SSE
-// retry:), so that a misconfigured or hostile server cannot park a stream
-// for a day. A larger request waits d. Default 10 minutes; 0
+// WithMaxServerDelay caps the delay a server asks for (Retry-After,
+// Kubernetes' RetryAfterSeconds, SSE retry:), so that a misconfigured or
+// hostile server cannot park a stream for a day. Default 10 minutes; 0
 // removes the cap; a negative d makes New fail.
 func WithMaxServerDelay(d time.Duration) Option {
 	return durationOption("WithMaxServerDelay", d, func(cfg *config) { cfg.maxServer = d })
 }
 
-// WithPollInterval sets the wait after a connection that ended cleanly
-// having delivered nothing (an empty page of a polled API, see [Pages]): the
-// next Open waits d, steadily, with no backoff step on top; a server's
-// requested delay still acts as a floor and the minimum restart delay still
-// applies. A connection that delivered events reopens at once.
-//
-// Without it (d = 0, the default) such a connection is guarded against a
-// server that accepts and closes at once: the next Open starts no sooner
-// than one step of the backoff policy (a sequence of its own, never the
-// failure budget) after the empty connection's Open started, so a quiet
-// stream that the server ends on schedule reopens at once; when the policy
-// has no positive step to give, the last one it gave, or one second, is used.
-// A negative d makes New fail.
+// WithPollInterval sets a steady wait d after a connection that ended
+// cleanly having delivered nothing (an empty page of a polled API, see
+// [Pages]); a connection that delivered events reopens at once. Without it
+// (d = 0, the default) such a connection is only guarded against a server
+// that accepts and closes at once. A negative d makes New fail.
 func WithPollInterval(d time.Duration) Option {
 	return durationOption("WithPollInterval", d, func(cfg *config) { cfg.poll = d })
 }
 
 // WithIdleTimeout turns on the stall watchdog: a connection that delivers no
-// event for d — progress-only events count — is closed by the Resumer, and
-// the failure, matching [ErrIdleTimeout], goes through the classifier
-// ([errclass.Default] retries it). It catches half-open connections (a peer
-// that vanished without a FIN, a NAT that dropped the flow) and works when
-// Recv ignores its context.
-//
-// The watchdog is coarse, so that the per-event path reads no clock: it
-// looks every d/4, and closes a connection after between d and 1.25·d
-// without an event. Time your handler spends on an event counts as quiet
-// time; if the watchdog closes the connection while the handler holds an
-// event, the Resumer reopens after that event without counting a failure.
-// It does not bound Open: give the transport its own timeouts. Default 0,
-// off; a negative d makes New fail.
+// event for d (progress-only events count) is closed, and the failure,
+// matching [ErrIdleTimeout], goes through the classifier ([errclass.Default]
+// retries it). It catches half-open connections, works when Recv ignores
+// its context, and fires between d and 1.25·d. It does not bound Open.
+// Default 0, off; a negative d makes New fail.
 func WithIdleTimeout(d time.Duration) Option {
 	return durationOption("WithIdleTimeout", d, func(cfg *config) { cfg.idle = d })
 }
@@ -167,15 +148,10 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithCheckpointEvery makes the Resumer save the Store every n committed
-// cursors instead of after every one. n = 0 means "not by count" (use
-// [WithCheckpointInterval], or save only when a connection or the run ends).
-// The in-memory cursor ([Resumer.Cursor]) still advances per event, and the
-// Store is always saved when a connection ends and when Run or All returns.
-//
-// This widens the at-least-once window: after a crash (a kill, not a
-// return) up to n−1 handled events, plus those handled since the last
-// interval save, are redelivered. Default: 1 (save after every event). A
-// negative n makes New fail.
+// cursors instead of after every one; n = 0 means "not by count". The Store
+// is still saved when a connection ends and when Run or All returns, so
+// only a crash redelivers: up to n−1 handled events. Default 1; a negative
+// n makes New fail.
 func WithCheckpointEvery(n int) Option {
 	return optionFunc(func(cfg *config) {
 		if n < 0 {
@@ -249,18 +225,9 @@ func WithCursorOrder[C any](compare func(a, b C) int) Option {
 // ResyncFunc is called when a failure is classified [errclass.Expired]: the
 // cursor can no longer be resumed from. It streams the current state (a
 // fresh listing, say) through emit, which hands each event to the handler
-// (or the All loop body) and returns the handler's error — which the
-// function must then return at once — and returns the cursor to continue
-// after. The Resumer never holds the replay: emit delivers each event as it
-// comes, without extracting a cursor, and the returned cursor is committed
-// once the function returned nil.
-//
-// A ResyncFunc error is classified like any failure (retried by default:
-// the next Open meets the expired cursor again and the function is called
-// again, so the handler sees the replay from its start again); an Expired
-// verdict on it ends Run. A handler error from emit ends Run as it does
-// outside a resync. The reopen after a resync obeys the same delay rule as
-// any reopen after a failure.
+// and returns the handler's error — which the function must then return at
+// once — and returns the cursor to continue after, committed once it
+// returned nil. Its error is classified like any failure.
 type ResyncFunc[T, C any] func(ctx context.Context, cause error, emit func(T) error) (C, error)
 
 // WithResync installs the function called when the cursor expired. T and C

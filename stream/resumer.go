@@ -127,10 +127,8 @@ type Stats[C any] struct {
 
 // New returns a Resumer that reads src, takes each event's cursor with
 // extract, and resumes after the cursor kept in start (loaded when Run
-// first starts, saved as the checkpoint options say). It returns an error
-// matching [ErrInvalidOption] for a nil src, extract or start, a bad
-// option, or a typed option (WithHooks, WithCursorOrder, WithResync) whose
-// types are not T and C.
+// first starts). It returns an error matching [ErrInvalidOption] for a nil
+// argument or a bad option.
 func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start cursor.Store[C], opts ...Option) (*Resumer[T, C], error) {
 	cfg := config{everyN: -1, maxServer: defaultMaxServerDelay, saveTO: defaultFinalSaveTimeout, concurrency: 1}
 	for _, o := range opts {
@@ -317,11 +315,8 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 //   - [ErrAlreadyRunning] when another Run or All is in progress;
 //   - an error matching [ErrInvalidOption] for a nil ctx or handler.
 //
-// Only io.EOF from Recv is a clean end, whatever marks it carries, except
-// that an [errclass.RetryAfter] on it sets a floor for the next wait (an SSE
-// server's retry:); errors from Open, the Store or anything else that merely
-// wrap io.EOF are failures. A Store whose Load reports an expired cursor
-// ends Run with that error, resync hook or not.
+// Every other failure is retried; docs/how-it-decides.md in the repository
+// states how each is decided and how long Run waits.
 //
 // Before returning, Run saves the committed cursor to the Store if it is not
 // saved yet; a failure of that save is joined to the returned error and kept

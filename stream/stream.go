@@ -29,13 +29,10 @@ type Conn[T any] interface {
 // cannot interrupt an Open that ignores it. Open is called from one
 // goroutine at a time for a given Resumer.
 //
-// A Source may also have a method RecvRespectsContext() bool. One that
-// reports true promises that every [Conn.Recv] it returns ends promptly
-// when its ctx ends; the Resumer then skips the context watcher that
-// otherwise closes the current Conn on cancellation (about 500 bytes and a
-// registration with ctx per Run), which matters when thousands of idle
-// streams run at once. A Source that breaks the promise makes cancellation
-// wait for its Recv.
+// A Source may also have a method RecvRespectsContext() bool. Reporting
+// true promises that every [Conn.Recv] it returns ends promptly when its
+// ctx ends, and spares each Run the context watcher that closes the Conn on
+// cancellation (about 500 bytes): it matters with thousands of idle streams.
 type Source[T, C any] interface {
 	// Open returns a connection that delivers the events strictly after
 	// cursor after. An error is classified exactly like an error from Recv;
