@@ -61,9 +61,9 @@ func (t *totals) add(o totals) {
 }
 
 // NewCollector returns a Collector with no stream attached. It returns an
-// error matching [ErrInvalidOption] for a bad option.
+// error matching [stream.ErrInvalidOption] for a bad option.
 func NewCollector(opts ...Option) (*Collector, error) {
-	cfg := config{namespace: "resumable", buckets: DefaultDelayBuckets}
+	cfg := config{namespace: "resumable", buckets: defaultDelayBuckets}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)

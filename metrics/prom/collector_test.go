@@ -393,8 +393,8 @@ func TestNewCollectorInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := prom.NewCollector(tt.opt)
-			if !errors.Is(err, prom.ErrInvalidOption) || c != nil {
-				t.Errorf("NewCollector() = %v, %v, want nil, an error matching %v", c, err, prom.ErrInvalidOption)
+			if !errors.Is(err, stream.ErrInvalidOption) || !strings.HasPrefix(fmt.Sprint(err), "prom: ") || c != nil {
+				t.Errorf("NewCollector() = %v, %v, want nil, an error matching %v that starts with \"prom: \"", c, err, stream.ErrInvalidOption)
 			}
 		})
 	}

@@ -1,16 +1,13 @@
 package prom
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
-)
 
-// ErrInvalidOption is matched by the error [NewCollector] returns for a bad
-// option.
-var ErrInvalidOption = errors.New("prom: invalid option")
+	"github.com/resumable-go/resumable/stream"
+)
 
 // Option configures a [Collector]. Options are made by the With functions of
 // this package; a nil Option is ignored.
@@ -22,10 +19,9 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// DefaultDelayBuckets are the upper bounds, in seconds, of the reconnect
-// delay histogram unless [WithDelayBuckets] says otherwise. The 0 bucket
-// counts the reopens that waited nothing (after a clean end).
-var DefaultDelayBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+// defaultDelayBuckets are the bounds of the reconnect delay histogram
+// unless [WithDelayBuckets] says otherwise.
+var defaultDelayBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 type config struct {
 	namespace string
@@ -33,9 +29,17 @@ type config struct {
 	errs      []error
 }
 
+// fail records a bad option: an error that reads "prom: " + the message
+// and matches [stream.ErrInvalidOption].
 func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+	c.errs = append(c.errs, &invalidError{msg: "prom: " + fmt.Sprintf(format, args...)})
 }
+
+// invalidError is the error of a bad option.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == stream.ErrInvalidOption }
 
 // namespaceRE is what a metric name prefix may be.
 var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
@@ -54,9 +58,10 @@ func WithNamespace(ns string) Option {
 }
 
 // WithDelayBuckets sets the upper bounds, in seconds, of the buckets of the
-// reconnect delay histogram (the +Inf bucket is implied). Default
-// [DefaultDelayBuckets]. Bounds that are not strictly increasing, or none,
-// make NewCollector fail.
+// reconnect delay histogram (the +Inf bucket is implied). Default 0, 0.1,
+// 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300 and 600; the 0 bucket counts
+// the reopens that waited nothing (after a clean end). Bounds that are not
+// strictly increasing, or none, make NewCollector fail.
 func WithDelayBuckets(buckets ...float64) Option {
 	b := slices.Clone(buckets)
 	return optionFunc(func(c *config) {
