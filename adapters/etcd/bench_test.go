@@ -158,8 +158,8 @@ func BenchmarkResumer(b *testing.B) {
 }
 
 // BenchmarkSaveFenced measures a fenced Save (a transaction conditioned on
-// an election key) against the embedded etcd, and reports its latency's
-// 50th and 99th percentiles.
+// an owner key's create revision, as a Group's) against the embedded etcd,
+// and reports its latency's 50th and 99th percentiles.
 func BenchmarkSaveFenced(b *testing.B) {
 	c, err := server.Client()
 	if err != nil {

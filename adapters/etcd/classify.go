@@ -11,7 +11,7 @@ import (
 )
 
 // Classifier returns the [errclass.Classifier] for the failures of a
-// [Source] and a [Store]: the markers of package errclass decide first (an
+// [NewSource] watch and a [Store]: the markers of package errclass decide first (an
 // expired cursor, one of another history, a refused Save); an etcd or gRPC
 // error whose code says that retrying cannot help — PermissionDenied,
 // Unauthenticated, InvalidArgument — is [errclass.Fail]; anything else is

@@ -6,6 +6,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/stream"
 )
 
 var cursorProgressOnly = cursor.ProgressOnly
@@ -76,8 +77,8 @@ func TestCursorCodec(t *testing.T) {
 			}
 		})
 	}
-	if _, err := codec.Encode(etcd.Cursor{Revision: -3}); !errors.Is(err, etcd.ErrInvalid) {
-		t.Errorf("Encode(negative) = %v, want %v", err, etcd.ErrInvalid)
+	if _, err := codec.Encode(etcd.Cursor{Revision: -3}); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("Encode(negative) = %v, want %v", err, stream.ErrInvalidOption)
 	}
 }
 

@@ -40,6 +40,9 @@
 //     the gap are not replayed: drop what the replay lacked.
 //   - Event.Key and Event.Value share memory with the watch response: copy
 //     them to keep them.
+//   - A [Cursor] records the cluster it was read from: another cluster, or
+//     one wiped or restored below the cursor, is [stream.ErrSourceChanged],
+//     which [NewResumer]'s resync handles (docs/replaced-backend.md).
 //
 // # Keeping the cursor in etcd
 //

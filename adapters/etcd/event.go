@@ -98,12 +98,12 @@ type Event struct {
 // prefix. Use [Now] for a cursor at the current revision.
 //
 // A revision means something in one history only, so a Cursor also records
-// the ID of the cluster it was read from. A [Source] refuses to resume a
-// cursor in another cluster, or in one whose current revision is below the
-// cursor's (wiped, or restored from an older snapshot), with an error
-// matching [stream.ErrSourceChanged]; a Cursor without a cluster ID (the
-// zero Cursor, one saved by an older version) takes the ID of the cluster
-// it is first resumed in. See docs/replaced-backend.md.
+// the ID of the cluster it was read from. A [NewSource] watch refuses to
+// resume a cursor in another cluster, or in one whose current revision is
+// below the cursor's (wiped, or restored from an older snapshot), with an
+// error matching [stream.ErrSourceChanged]; a Cursor without a cluster ID
+// (the zero Cursor, one saved by an older version) takes the ID of the
+// cluster it is first resumed in. See docs/replaced-backend.md.
 type Cursor struct {
 	// Revision is the revision of the last event handled.
 	Revision int64 `json:"revision"`
@@ -178,7 +178,7 @@ var jsonCursor = cursor.JSON[Cursor]()
 
 func (cursorCodec) Encode(c Cursor) ([]byte, error) {
 	if err := c.validate(); err != nil {
-		return nil, err
+		return nil, invalid("%w", err)
 	}
 	return jsonCursor.Encode(c)
 }
@@ -196,7 +196,7 @@ func (cursorCodec) Decode(data []byte) (Cursor, error) {
 
 func (c Cursor) validate() error {
 	if c.Revision < 0 || c.Index < 0 {
-		return fmt.Errorf("%w: cursor {revision %d, index %d}: both must be at least 0", ErrInvalid, c.Revision, c.Index)
+		return fmt.Errorf("etcd: cursor {revision %d, index %d}: both must be at least 0", c.Revision, c.Index)
 	}
 	return nil
 }

@@ -101,7 +101,7 @@ func ExampleGroup() {
 		if err != nil {
 			return err
 		}
-		fmt.Println("owner of", o.Stream(), "- cursor at", store.Key())
+		fmt.Println("owner of", o.Stream())
 		client.Put(ctx, "/example/streams/orders/1", "an order")
 		return r.Run(ctx, etcd.Guard(o, func(_ context.Context, ev etcd.Event) error {
 			mu.Lock()
@@ -117,7 +117,7 @@ func ExampleGroup() {
 	fmt.Println("cursor saved:", len(saved.Kvs) == 1)
 	// Output:
 	// worker-1 owns orders
-	// owner of orders - cursor at /example/group/cursors/orders
+	// owner of orders
 	// worker-1 handed orders off
 	// Run: context canceled
 	// handled: /example/streams/orders/1

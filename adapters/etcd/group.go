@@ -16,13 +16,10 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// Defaults of a [Group].
+// The defaults of [WithTTL] and [WithKeyPrefix].
 const (
-	// DefaultTTL is the lease TTL of a Group member: how long its streams
-	// wait for a successor after it died without handing them off.
-	DefaultTTL = 10 * time.Second
-	// DefaultKeyPrefix is where a Group keeps its keys in etcd.
-	DefaultKeyPrefix = "/resumable/"
+	defaultTTL       = 10 * time.Second
+	defaultKeyPrefix = "/resumable/"
 )
 
 // Group runs named streams across processes, each stream in at most one
@@ -72,11 +69,11 @@ func (f groupOptionFunc) applyGroup(c *groupConfig) { f(c) }
 // (etcd raises a TTL below its minimum, about 2 s with default election
 // settings). It bounds how long a stream whose owner died waits for a
 // successor, and how long a paused owner may still handle events before it
-// must stop. Default [DefaultTTL]. Below one second NewGroup fails.
+// must stop. Default 10 s. Below one second NewGroup fails.
 func WithTTL(d time.Duration) GroupOption {
 	return groupOptionFunc(func(c *groupConfig) {
 		if d < time.Second {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithTTL(%v): the TTL must be at least 1s", ErrInvalid, d))
+			c.errs = append(c.errs, invalid("etcd: WithTTL(%v): the TTL must be at least 1s", d))
 			return
 		}
 		c.ttl = d
@@ -84,12 +81,12 @@ func WithTTL(d time.Duration) GroupOption {
 }
 
 // WithKeyPrefix sets the prefix of the Group's keys (default
-// [DefaultKeyPrefix]). Every member of a group must use the same one. An
+// "/resumable/"). Every member of a group must use the same one. An
 // empty prefix makes NewGroup fail.
 func WithKeyPrefix(p string) GroupOption {
 	return groupOptionFunc(func(c *groupConfig) {
 		if p == "" {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithKeyPrefix(\"\"): the prefix must not be empty", ErrInvalid))
+			c.errs = append(c.errs, invalid("etcd: WithKeyPrefix(\"\"): the prefix must not be empty"))
 			return
 		}
 		c.prefix = p
@@ -141,17 +138,17 @@ type OwnerEvent struct {
 // NewGroup returns a Group whose member is named member, coordinating
 // through client. The name must be unique among the live members of the
 // group; use a stable one (a pod name, a host name) for readable keys. It
-// returns an error matching [ErrInvalid] for a nil client, a bad name (see
-// [Group.Run] for the rules) or a bad option.
+// returns an error matching [stream.ErrInvalidOption] for a nil client, a
+// bad name (see [Group.Run] for the rules) or a bad option.
 func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Group, error) {
-	cfg := groupConfig{ttl: DefaultTTL, prefix: DefaultKeyPrefix}
+	cfg := groupConfig{ttl: defaultTTL, prefix: defaultKeyPrefix}
 	for _, o := range opts {
 		if o != nil {
 			o.applyGroup(&cfg)
 		}
 	}
 	if client == nil {
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: NewGroup: the client is nil", ErrInvalid))
+		cfg.errs = append(cfg.errs, invalid("etcd: NewGroup: the client is nil"))
 	}
 	if err := validName("member", member); err != nil {
 		cfg.errs = append(cfg.errs, err)
@@ -161,7 +158,7 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	}
 	if v, ok := cfg.policy.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, fmt.Errorf("%w: WithGroupBackoff: %w", ErrInvalid, err))
+			cfg.errs = append(cfg.errs, invalid("etcd: WithGroupBackoff: %w", err))
 		}
 	}
 	if len(cfg.errs) > 0 {
@@ -179,11 +176,11 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 // white space and without "/".
 func validName(what, name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: the %s name is empty", ErrInvalid, what)
+		return invalid("etcd: the %s name is empty", what)
 	}
 	for _, r := range name {
 		if r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return fmt.Errorf("%w: %s name %q: %q is not allowed; use printable characters other than white space and '/'", ErrInvalid, what, name, r)
+			return invalid("etcd: %s name %q: %q is not allowed; use printable characters other than white space and '/'", what, name, r)
 		}
 	}
 	return nil
@@ -215,12 +212,13 @@ type RunFunc func(ctx context.Context, o *Owner) error
 //     returned, the member joins again with a new lease.
 //
 // Stream names are unique, non-empty, printable, without white space and
-// without "/". Run returns an error matching [ErrInvalid] for bad names or
-// a nil run, and one matching [ErrAlreadyRunning] if another Run of this
-// Group is in progress. No goroutine it starts outlives it.
+// without "/". Run returns an error matching [stream.ErrInvalidOption] for
+// bad names or a nil run, and one matching [stream.ErrAlreadyRunning] if
+// another Run of this Group is in progress. No goroutine it starts outlives
+// it.
 func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	if run == nil {
-		return fmt.Errorf("%w: Group.Run: run is nil", ErrInvalid)
+		return invalid("etcd: Group.Run: run is nil")
 	}
 	offered := make(map[string]bool, len(streams))
 	for _, s := range streams {
@@ -228,12 +226,12 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 			return err
 		}
 		if offered[s] {
-			return fmt.Errorf("%w: stream %q is named twice", ErrInvalid, s)
+			return invalid("etcd: stream %q is named twice", s)
 		}
 		offered[s] = true
 	}
 	if !g.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+		return errAlreadyRunning
 	}
 	defer g.running.Store(false)
 	streams = append([]string(nil), streams...)
@@ -256,10 +254,6 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 		}
 	}
 }
-
-// ErrAlreadyRunning is returned by [Group.Run] when another Run of the same
-// Group is in progress.
-var ErrAlreadyRunning = errors.New("etcd: Group.Run is already in progress")
 
 // join is one membership: a lease, the member key, the view of the group,
 // and a run for each stream owned. It returns when ctx ends or the lease is

@@ -16,6 +16,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // ttl is the members' lease TTL in these tests: the smallest etcd grants.
@@ -288,14 +289,14 @@ func TestGroupLeaseLost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewOwnerStore() = %v", err)
 	}
-	if store.Key() != p+"cursors/s" {
-		t.Errorf("Key() = %s, want %s", store.Key(), p+"cursors/s")
-	}
 	if _, err := store.Load(ctx); err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
 	if err := store.Save(ctx, etcd.Cursor{Revision: 3}); err != nil {
 		t.Fatalf("Save() as the owner = %v", err)
+	}
+	if resp, err := c.Get(ctx, p+"cursors/s"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get(%s) = %v, %v, want the saved cursor", p+"cursors/s", resp, err)
 	}
 	handled := 0
 	guarded := etcd.Guard(o, func(context.Context, int) error { handled++; return nil })
@@ -388,8 +389,8 @@ func TestNewGroupInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := etcd.NewGroup(tt.client, tt.member, tt.opts...); !errors.Is(err, etcd.ErrInvalid) {
-				t.Errorf("NewGroup() = %v, want %v", err, etcd.ErrInvalid)
+			if _, err := etcd.NewGroup(tt.client, tt.member, tt.opts...); !errors.Is(err, stream.ErrInvalidOption) {
+				t.Errorf("NewGroup() = %v, want %v", err, stream.ErrInvalidOption)
 			}
 		})
 	}
@@ -415,8 +416,8 @@ func TestGroupRunInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := g.Run(ctxFor(t), tt.streams, tt.run); !errors.Is(err, etcd.ErrInvalid) {
-				t.Errorf("Run(%q) = %v, want %v", tt.streams, err, etcd.ErrInvalid)
+			if err := g.Run(ctxFor(t), tt.streams, tt.run); !errors.Is(err, stream.ErrInvalidOption) {
+				t.Errorf("Run(%q) = %v, want %v", tt.streams, err, stream.ErrInvalidOption)
 			}
 		})
 	}
@@ -439,8 +440,8 @@ func TestGroupRunTwice(t *testing.T) {
 		})
 	}()
 	<-started
-	if err := g.Run(ctx, []string{"s"}, func(context.Context, *etcd.Owner) error { return nil }); !errors.Is(err, etcd.ErrAlreadyRunning) {
-		t.Errorf("second Run() = %v, want %v", err, etcd.ErrAlreadyRunning)
+	if err := g.Run(ctx, []string{"s"}, func(context.Context, *etcd.Owner) error { return nil }); !errors.Is(err, stream.ErrAlreadyRunning) {
+		t.Errorf("second Run() = %v, want %v", err, stream.ErrAlreadyRunning)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

@@ -9,7 +9,7 @@ import (
 
 // NewResumer returns a [stream.Resumer] over the keys under prefix, with its
 // cursor in store: [NewSource] on client, [Extract], [Classifier], [Resync]
-// on client with [DefaultPageSize] (a cursor compacted away, or of a
+// on client with pages of 1,000 keys (a cursor compacted away, or of a
 // replaced cluster, resyncs), and [Compare] as the cursor order (so a
 // cursor that went back stops the stream instead of repeating events). opts
 // come after these, so a later WithClassifier or WithResync replaces them.

@@ -9,15 +9,15 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// DefaultPageSize is the number of keys a resync reads per request when
+// defaultPageSize is the number of keys a resync reads per request when
 // [Resync] is given no page size.
-const DefaultPageSize = 1000
+const defaultPageSize = 1000
 
 // Resync returns the [stream.ResyncFunc] that closes a gap after the cursor
-// of a [Source] over prefix expired: its revision was compacted, or the
+// of a [NewSource] watch of prefix expired: its revision was compacted, or the
 // cluster is not the history it came from ([stream.ErrSourceChanged]). It
 // reads the keys under prefix through kv at the current revision, pageSize
-// keys a request (DefaultPageSize when pageSize <= 0), every page at that same
+// keys a request (1,000 when pageSize <= 0), every page at that same
 // revision, and streams them through emit as one [ResyncStart] event, one
 // [Put] event per key (in key order, with the key's own revisions), and one
 // [ResyncEnd] event. The stream then continues after that revision. Every
@@ -29,7 +29,7 @@ const DefaultPageSize = 1000
 // returned as it is, and retried by a stream: the replay then starts over.
 func Resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event, Cursor] {
 	if pageSize <= 0 {
-		pageSize = DefaultPageSize
+		pageSize = defaultPageSize
 	}
 	key, end := prefixRange(prefix)
 	return func(ctx context.Context, _ error, emit func(Event) error) (Cursor, error) {

@@ -16,19 +16,18 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// Source is a [stream.Source] over an etcd watch of the keys under a
-// prefix. Make one with [NewSource]; it is safe for concurrent use and
-// starts no goroutine of its own (the client's watcher runs the watch).
-type Source struct {
+// source is the [stream.Source] that [NewSource] returns.
+type source struct {
 	w      clientv3.Watcher
 	kv     clientv3.KV // w when it is also a KV (a *clientv3.Client is); nil otherwise
 	prefix string
 }
 
-var _ stream.Source[Event, Cursor] = (*Source)(nil)
-
-// NewSource returns a Source that watches the keys under prefix through w
-// (a *clientv3.Client, or its Watcher). An empty prefix watches every key.
+// NewSource returns a [stream.Source] that watches the keys under prefix
+// through w (a *clientv3.Client, or its Watcher). An empty prefix watches
+// every key. The Source is safe for concurrent use and starts no goroutine
+// of its own (the client's watcher runs the watch); its Recv returns as
+// soon as its ctx ends.
 //
 // Each Open watches from the revision its cursor asks for, with
 // clientv3.WithProgressNotify (the server's progress notifications become
@@ -42,8 +41,8 @@ var _ stream.Source[Event, Cursor] = (*Source)(nil)
 // error that matches rpctypes.ErrCompacted and is marked
 // [errclass.CursorExpired] when the revision to resume from was compacted,
 // with the watch's error (rpctypes.ErrNoLeader, say) when the server
-// cancelled the watch, and with an error matching [ErrClientClosed],
-// marked [errclass.Permanent], once the client is closed.
+// cancelled the watch, and with an error marked [errclass.Permanent] once
+// the client is closed (Open too).
 //
 // Open and Recv fail with an error matching [stream.ErrSourceChanged] when
 // the cluster is not the history the cursor came from: another cluster ID,
@@ -58,17 +57,17 @@ var _ stream.Source[Event, Cursor] = (*Source)(nil)
 // cluster wiped or restored with the same flags (same ID) whose revision
 // already passed the cursor's cannot be told from the old one; see
 // docs/replaced-backend.md.
-func NewSource(w clientv3.Watcher, prefix string) *Source {
+func NewSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
 	kv, _ := w.(clientv3.KV)
-	return &Source{w: w, kv: kv, prefix: prefix}
+	return &source{w: w, kv: kv, prefix: prefix}
 }
 
 // Open starts a watch of the events strictly after cursor after, once the
 // cluster shows the history after came from (see [NewSource]). The watch
 // lives until the connection is closed or ctx ends.
-func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
+func (s *source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
-		return nil, errclass.Permanent(err)
+		return nil, errclass.Permanent(invalid("%w", err))
 	}
 	if err := s.clientErr(); err != nil {
 		return nil, err
@@ -95,15 +94,15 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 	return c, nil
 }
 
-// RecvRespectsContext implements [stream.ContextRespecter]: Recv returns as
-// soon as its ctx ends.
-func (s *Source) RecvRespectsContext() bool { return true }
+// RecvRespectsContext tells a [stream.Resumer] that Recv returns as soon as
+// its ctx ends (the optional method documented on [stream.Source]).
+func (s *source) RecvRespectsContext() bool { return true }
 
-// clientErr returns ErrClientClosed when the watcher is a client that was
+// clientErr returns a permanent error when the watcher is a client that was
 // closed: its watches would all end at once, forever.
-func (s *Source) clientErr() error {
+func (s *source) clientErr() error {
 	if c, ok := s.w.(interface{ Ctx() context.Context }); ok && c.Ctx().Err() != nil {
-		return errclass.Permanent(ErrClientClosed)
+		return errclass.Permanent(errClientClosed)
 	}
 	return nil
 }
@@ -115,7 +114,7 @@ var probeEvery, probeTimeout = 10 * time.Second, 5 * time.Second
 // conn is one watch. Its state is touched by Recv only; Close only cancels
 // the watch's context and a check in flight.
 type conn struct {
-	src    *Source
+	src    *source
 	ch     clientv3.WatchChan
 	cancel context.CancelFunc
 	from   int64 // the revision the watch started at

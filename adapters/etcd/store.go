@@ -95,7 +95,7 @@ func WithFence(cmps ...clientv3.Cmp) StoreOption {
 func WithTimeout(d time.Duration) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
 		if d < 0 {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithTimeout(%v): the timeout must not be negative", ErrInvalid, d))
+			c.errs = append(c.errs, invalid("etcd: WithTimeout(%v): the timeout must not be negative", d))
 			return
 		}
 		c.timeout = d
@@ -104,16 +104,16 @@ func WithTimeout(d time.Duration) StoreOption {
 
 // NewStore returns a Store that keeps its cursor at key through kv (a
 // *clientv3.Client, or its KV). Load returns initial while the key does not
-// exist. It returns an error matching [ErrInvalid] for a nil kv or codec or
-// an empty key.
+// exist. It returns an error matching [stream.ErrInvalidOption] for a nil
+// kv or codec or an empty key.
 func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
 	switch {
 	case kv == nil:
-		return nil, fmt.Errorf("%w: NewStore: the KV is nil", ErrInvalid)
+		return nil, invalid("etcd: NewStore: the KV is nil")
 	case codec == nil:
-		return nil, fmt.Errorf("%w: NewStore: the codec is nil", ErrInvalid)
+		return nil, invalid("etcd: NewStore: the codec is nil")
 	case key == "":
-		return nil, fmt.Errorf("%w: NewStore: the key is empty", ErrInvalid)
+		return nil, invalid("etcd: NewStore: the key is empty")
 	}
 	var cfg storeConfig
 	for _, o := range opts {
@@ -127,9 +127,6 @@ func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial 
 	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
 }
 
-// Key returns the key the Store keeps its cursor at.
-func (s *Store[C]) Key() string { return s.key }
-
 // bound applies the Store's timeout to ctx.
 func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
@@ -139,8 +136,10 @@ func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // Load reads the cursor: the initial one when the key does not exist. A value
-// the codec cannot decode gives an error matching [ErrCorrupt]. The read is
-// linearizable: it sees every Save that returned before it started.
+// the codec cannot decode gives an error matching [cursor.ErrCorrupt],
+// marked [errclass.Permanent]: an operator has to repair the key, or delete
+// it to start over from the initial cursor. The read is linearizable: it
+// sees every Save that returned before it started.
 func (s *Store[C]) Load(ctx context.Context) (C, error) {
 	var zero C
 	ctx, cancel := s.bound(ctx)
@@ -159,7 +158,10 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
 		if c, err = s.codec.Decode(kv.Value); err != nil {
-			return zero, errclass.Permanent(fmt.Errorf("%w: %q at revision %d: %w", ErrCorrupt, s.key, kv.ModRevision, err))
+			return zero, errclass.Permanent(&marked{
+				err:  fmt.Errorf("etcd: the cursor key %q holds no cursor at revision %d: %w", s.key, kv.ModRevision, err),
+				mark: cursor.ErrCorrupt,
+			})
 		}
 		modRev = kv.ModRevision
 	}

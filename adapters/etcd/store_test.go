@@ -66,8 +66,8 @@ func TestStoreCorrupt(t *testing.T) {
 	key := newPrefix(t) + "cursor"
 	put(t, c, key, "not a cursor")
 	_, err := newStore(t, c, key).Load(ctxFor(t))
-	if !errors.Is(err, etcd.ErrCorrupt) {
-		t.Fatalf("Load() = %v, want %v", err, etcd.ErrCorrupt)
+	if !errors.Is(err, cursor.ErrCorrupt) {
+		t.Fatalf("Load() = %v, want %v", err, cursor.ErrCorrupt)
 	}
 	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want fail", err, d)
@@ -154,8 +154,8 @@ func TestNewStoreInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}, tt.opts...); !errors.Is(err, etcd.ErrInvalid) {
-				t.Errorf("NewStore() = %v, want %v", err, etcd.ErrInvalid)
+			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}, tt.opts...); !errors.Is(err, stream.ErrInvalidOption) {
+				t.Errorf("NewStore() = %v, want %v", err, stream.ErrInvalidOption)
 			}
 		})
 	}

@@ -66,7 +66,7 @@ func TestGroupScale(t *testing.T) {
 	before = etcdRequests(t, c)
 	members[nMembers-1].client.Close()
 	took = counts.await(t, expected(streams, names[:nMembers-1]), 5*time.Minute)
-	t.Logf("a dead member's share moved %v after it died (lease TTL %v); requests: %s", took.Round(time.Millisecond), etcd.DefaultTTL, delta(before, etcdRequests(t, c)))
+	t.Logf("a dead member's share moved %v after it died (lease TTL 10s, the default); requests: %s", took.Round(time.Millisecond), delta(before, etcdRequests(t, c)))
 
 	// A member stops gracefully: its share moves at once.
 	before = etcdRequests(t, c)
