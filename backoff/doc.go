@@ -12,7 +12,7 @@
 // delay at all; with a minimum restart delay this is client-go's
 // RetryWatcher). Any other schedule is a [Policy] of your own.
 //
-// The delay a stream waits is the largest of the backoff step, the server's
-// requested delay and the minimum restart delay (see package stream);
-// examples/quickstart in the repository prints each wait and which term set it.
+// How a stream combines a step with the server's delay and the minimum
+// restart delay is the delay rule of docs/how-it-decides.md in the
+// repository; examples/quickstart prints each wait and which term set it.
 package backoff

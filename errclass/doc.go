@@ -13,12 +13,11 @@
 //   - [CursorExpired]: the cursor is too old to resume from ([Expired]);
 //     errors.Is(err, [ErrExpired]) reports true.
 //
-// When markers nest or are joined, the first one met in errors.Is order (the
-// outermost, then depth-first through joins) decides. An error that has a
-// method Permanent() bool returning true is treated as marked [Permanent], so
-// packages need not import errclass to say "do not retry this". The walk
-// stops 100 levels deep, so that a cyclic error cannot hang a stream: a
-// marker buried deeper is not seen, and the error is retried.
+// When markers nest or are joined, the first one met in errors.Is order
+// decides; the walk stops 100 levels deep, so a cyclic error cannot hang a
+// stream. An error with a method Permanent() bool returning true counts as
+// marked [Permanent], so packages need not import errclass to say "do not
+// retry this".
 //
 // Classifiers must be safe for concurrent use and must not block: the stream
 // calls them on its own goroutine for every failure.

@@ -13,32 +13,17 @@
 // uses nothing else of watchtools can instead keep its code and import this
 // package under the name watchtools.
 //
-// [RetryWatcher] behaves as client-go v0.37's, case by case:
-//   - An initial resource version of "" or "0" is refused, with the same
-//     message.
-//   - Each watch asks for the events after the last resource version, with
-//     AllowWatchBookmarks.
-//   - A watch that fails to open is retried — io.EOF, unexpected EOF,
-//     timeouts, 410 Gone and Expired, a nil watch, anything — except for
-//     Forbidden and Unauthorized, which are delivered as one watch.Error
-//     event carrying the Status before the watcher stops.
-//   - In the stream, Added, Modified and Deleted events are delivered, and
-//     the resource version advances once the consumer has received the
-//     event; a Bookmark advances it without being delivered. An object
-//     without a resource version, an empty resource version, or an unknown
-//     event type is delivered as one watch.Error event with an InternalError
-//     Status, and the watcher stops (going on could skip events). A
-//     watch.Error event with code 410 is forwarded and the watcher stops;
-//     any other code is retried after the Status's RetryAfterSeconds; an
-//     error object that is not a Status is retried.
-//   - Two consecutive watches start at least one second apart, without any
-//     other backoff. A server's RetryAfterSeconds is
-//     honoured up to ten minutes (the default of [stream.WithMaxServerDelay]).
-//   - ResultChan is unbuffered and closed when the watcher stops; Done is
-//     closed after it. Stop and the cancellation of the constructor's
-//     context stop it; Stop never waits for the consumer. Each watcher runs
-//     exactly one goroutine (besides those of the watch it opens), which has
-//     ended when Done is closed.
+// [RetryWatcher] behaves as client-go v0.37's, case by case: an initial
+// resource version of "" or "0" is refused; each watch asks for the events
+// after the last resource version, with bookmarks, and the resource version
+// advances once the consumer received an event; failures to open are
+// retried except Forbidden and Unauthorized, which arrive as one
+// watch.Error event before the watcher stops; an event without a usable
+// resource version stops it, and so does a watch.Error with code 410, which
+// is forwarded; other watch.Error events are retried after their
+// RetryAfterSeconds (at most ten minutes); two watches start at least one
+// second apart. ResultChan is unbuffered and closed on stop, then Done; Stop never
+// waits for the consumer; each watcher runs one goroutine of its own.
 //
 // Beyond client-go, opt-in:
 //   - [WithResync]: survive "resource version too old". With it, a 410 Gone
@@ -46,13 +31,11 @@
 //     ([WatchListResync] streams the state, [ListResync] lists it page by
 //     page), delivers its replay between a start marker ([IsResyncMarker])
 //     and an end marker ([IsResyncEnd]), and continues from the resource
-//     version it returned. The reopen after a resync obeys the same minimum
-//     restart delay as any other: two watches start at least a second
-//     apart, resync or not. A resync that fails half-way is retried like
-//     any failure, and the consumer sees a new start marker and the replay
-//     again. [WithHooks] reports each resync. Without it a RetryWatcher
-//     re-opens an expired resource version once a second forever when the
-//     410 comes at open, as client-go's does.
+//     version it returned, a second after the previous watch at the
+//     earliest. A resync that fails half-way is retried, and the consumer
+//     sees a new start marker and the replay again. Without it a
+//     RetryWatcher reopens an expired resource version once a second forever
+//     when the 410 comes at open, as client-go's does.
 //   - [WithResyncDiff]: a resync delivers only what changed — Added,
 //     Modified, and Deleted for what vanished — instead of the whole state.
 //   - [WithIdleTimeout]: reopen a watch that went silent (bookmarks count).

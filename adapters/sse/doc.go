@@ -14,18 +14,10 @@
 //
 // # Parsing
 //
-// The body is read as the WHATWG HTML standard's "Interpreting an event
-// stream" says: UTF-8 decoded (one leading byte order mark skipped, every
-// ill-formed sequence replaced by U+FFFD as the Encoding standard's "UTF-8
-// decode" does); lines end in CRLF, LF or CR, also when a CR ends one read
-// and the LF begins the next; a line starting with ':' is a comment; a line
-// without ':' names a field with an empty value; one space after the colon
-// is dropped; data lines are joined with LF; a blank line dispatches the
-// event, unless its data is empty; the event type is reset after each
-// dispatch, the last event ID is not; an id containing NULL and a retry
-// that is not all ASCII digits are ignored; an event cut by the end of the
-// connection is never dispatched. A connection's last event ID starts as
-// the Last-Event-ID it was opened with, as in browsers.
+// The body is read exactly as the WHATWG HTML standard's "Interpreting an
+// event stream" says, UTF-8 decoding included; a connection's last event ID
+// starts as the Last-Event-ID it was opened with, as in browsers. docs/sse.md
+// in the repository has the rule for every input.
 //
 // # Responses
 //
@@ -43,10 +35,9 @@
 //
 // # Ends of a connection
 //
-// A connection that the server closes between events ends with io.EOF: the
-// Resumer reopens it without counting a failure. One cut inside an event, or
-// broken by the network, ends with an error and is retried; the partial
-// event is dropped. One whose line or event exceeds [Source.MaxEventSize]
+// A connection that the server closes between events ends with io.EOF, a
+// clean end. One cut inside an event, or broken by the network, ends with
+// an error and is retried; the partial event is dropped. One whose line or event exceeds [Source.MaxEventSize]
 // fails with [ErrEventTooLarge], marked permanent, rather than buffering
 // without bound.
 //
@@ -55,10 +46,9 @@
 // A retry: field sets the reconnection time for every later reconnect,
 // until another retry: changes it (retry: 0 clears it), as in browsers:
 // every error from Open and Recv, and every clean end, carries it as an
-// [errclass.RetryAfter] marker, a floor under the backoff policy's delay
-// (together with Retry-After, whichever is longer). A value too long for a
-// time.Duration saturates at the longest one; bound what a server may ask
-// with [stream.WithMaxServerDelay].
+// [errclass.RetryAfter] marker (with Retry-After, whichever is longer). A
+// value too long for a time.Duration saturates at the longest one; bound
+// what a server may ask with [stream.WithMaxServerDelay].
 //
 // # Heartbeats and half-open connections
 //
