@@ -170,8 +170,8 @@ func (s *Source) held() Cursor {
 	return s.saved
 }
 
-// RecvRespectsContext implements [stream.ContextRespecter]: Recv returns as
-// soon as its ctx ends.
+// RecvRespectsContext tells a [stream.Resumer] that Recv returns as soon as
+// its ctx ends (the optional method documented on [stream.Source]).
 func (s *Source) RecvRespectsContext() bool { return true }
 
 // Open connects, checks that the server and the slot are those after was

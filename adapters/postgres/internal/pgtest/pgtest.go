@@ -35,7 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -51,6 +50,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
 // EnvBin names the directory the PostgreSQL binaries are looked for in;
@@ -111,11 +112,11 @@ func Launch(opts Options) (*Server, error) {
 		}
 		s.cred = cred
 	}
-	port, err := freePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	s.port = port
+	s.port = ports[0]
 	if s.dir, err = os.MkdirTemp("", "pgtest-"); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
@@ -523,14 +524,4 @@ func postgresUser() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("pgtest: user postgres: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
