@@ -42,8 +42,7 @@ type Decision struct {
 	// Action says what to do.
 	Action Action
 	// After is the least delay the server asked for (Retry-After and the
-	// like) before the next attempt; zero when it asked for none. It is a
-	// floor for the next wait only.
+	// like) before the next attempt; zero when it asked for none.
 	After time.Duration
 }
 

@@ -45,7 +45,7 @@ var errNoResponse = errors.New("errclass: FromHTTP: nil response")
 //   - 408, 425, 429 and 5xx: [RetryAfter], with the delay the Retry-After
 //     header asks for (delay-seconds, or an HTTP date taken relative to the
 //     response's Date header when it has one), zero when it has none or
-//     cannot be read. The stream caps the delay (stream.WithMaxServerDelay).
+//     cannot be read.
 //   - 410 Gone: [CursorExpired].
 //   - 3xx (a redirect the client did not follow), any other 4xx, and any
 //     other status: [Permanent].
