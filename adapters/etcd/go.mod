@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/resumable-go/resumable v0.0.0
-	github.com/resumable-go/resumable/internal/testkit v0.0.0
+	github.com/resumable-go/resumable v0.1.0
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.etcd.io/etcd/server/v3 v3.7.0

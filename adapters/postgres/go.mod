@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/resumable-go/resumable v0.0.0-00010101000000-000000000000
-	github.com/resumable-go/resumable/internal/testkit v0.0.0
+	github.com/resumable-go/resumable v0.1.0
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -3,8 +3,8 @@ module github.com/resumable-go/resumable/examples/etcd
 go 1.26.0
 
 require (
-	github.com/resumable-go/resumable v0.0.0
-	github.com/resumable-go/resumable/adapters/etcd v0.0.0
+	github.com/resumable-go/resumable v0.1.0
+	github.com/resumable-go/resumable/adapters/etcd v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.etcd.io/etcd/server/v3 v3.7.0
 	go.uber.org/goleak v1.3.0

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/resumable-go/resumable v0.0.0
-	github.com/resumable-go/resumable/adapters/postgres v0.0.0
+	github.com/resumable-go/resumable v0.1.0
+	github.com/resumable-go/resumable/adapters/postgres v0.1.0
 	go.uber.org/zap v1.28.0
 )
 

@@ -6,7 +6,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
-	github.com/resumable-go/resumable v0.0.0
+	github.com/resumable-go/resumable v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
