@@ -62,10 +62,8 @@ var (
 )
 
 // WithMinRestartDelay sets the least time between the starts of two
-// consecutive watches (non-sliding, like client-go's wait.NonSlidingUntil: a
-// watch that lived longer than d is reopened at once). Default one second,
-// as in client-go; 0 turns it off. A
-// negative d makes the constructor fail.
+// consecutive watches ([stream.WithMinRestartDelay]). Default one second,
+// as in client-go; 0 turns it off; a negative d makes the constructor fail.
 func WithMinRestartDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.minRestart = d })
 }
@@ -77,14 +75,10 @@ func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
 
-// WithBackoff sets the policy for the delay after a failed watch, on top of
-// the minimum restart delay: the wait before a reopen is the larger of the
-// policy's step, the server's RetryAfterSeconds and what is left of the
-// minimum restart delay. The sequence restarts whenever a watch delivered
-// something. A policy that gives up stops the watcher after a final
-// watch.Error event describing the last failure. Default: [backoff.None],
-// which waits for nothing beyond the minimum restart delay and never gives
-// up, as in client-go. Nil means the default.
+// WithBackoff sets the policy for the delay after a failed watch (the delay
+// rule: docs/how-it-decides.md). A policy that gives up stops the watcher
+// after a final watch.Error event describing the last failure. Default:
+// [backoff.None], as in client-go. Nil means the default.
 func WithBackoff(p backoff.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
 }
@@ -151,8 +145,7 @@ func WithResyncDiff(known ...runtime.Object) Option {
 // watcher noticing (a peer that vanished without a FIN, a NAT that dropped
 // the flow), on which client-go's RetryWatcher waits until the server's
 // watch timeout, which never comes. The reopen is a retried failure (see
-// [stream.WithIdleTimeout]: the check is coarse, between d and 1.25·d, and
-// reads no clock per event). An API server sends a bookmark to a quiet
+// [stream.WithIdleTimeout]). An API server sends a bookmark to a quiet
 // watch that allows them about once a minute, so d should be well above
 // that: a few minutes. Default 0, off; a negative d makes the constructor
 // fail.
