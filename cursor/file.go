@@ -8,9 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
+
+	"github.com/resumable-go/resumable/internal/fsync"
 )
 
 // maxFileSize bounds what a [File] store writes and reads, so that a path
@@ -404,22 +405,5 @@ func (f *File[C]) write(data []byte) (err error) {
 		return err
 	}
 	renamed = true
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable. Windows cannot sync a directory;
-// there a rename is as durable as the file system makes it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return fsync.Dir(dir)
 }

@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/fsync"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -97,7 +97,7 @@ func prepare(fh *os.File, created bool) error {
 		return errors.New("not a regular file")
 	}
 	if created {
-		return syncDir(filepath.Dir(fh.Name()))
+		return fsync.Dir(filepath.Dir(fh.Name()))
 	}
 	end, err := lastNewline(fh, fi.Size())
 	if err != nil || end == fi.Size() {
@@ -127,23 +127,6 @@ func lastNewline(fh *os.File, size int64) (int64, error) {
 		end = start
 	}
 	return 0, nil
-}
-
-// syncDir makes the creation of a file in dir durable. Windows cannot sync
-// a directory.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // encode returns v's JSON encoding, once it checked that the encoding
