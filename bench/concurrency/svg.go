@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // palette colours the bars of each n, in the order of cfg.ns.
@@ -38,8 +39,8 @@ func writeSVG(w io.Writer, cfg config, rows []row) error {
 	p := &printer{w: w}
 	p.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	p.f(`<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	p.f(`<text x="%d" y="22" font-size="15" font-weight="bold">Speedup over one handler: %d events, handler sleeping 0–%v</text>`+"\n",
-		left, cfg.events, cfg.maxSleep)
+	p.f(`<text x="%d" y="22" font-size="15" font-weight="bold">Speedup over one handler: %s events, handler sleeping 0–%v</text>`+"\n",
+		left, thousands(cfg.events), cfg.maxSleep)
 	for v := 0.0; v <= top10; v += 10 {
 		p.f(`<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, left+plotW, y(v), y(v))
 		p.f(`<text x="%d" y="%.1f" text-anchor="end">%.0f×</text>`+"\n", left-6, y(v)+4, v)
@@ -49,11 +50,12 @@ func writeSVG(w io.Writer, cfg config, rows []row) error {
 	barW := groupW * 0.7 / float64(len(cfg.ns))
 	for g, keys := range groups {
 		x0 := float64(left) + float64(g)*groupW + groupW*0.15
-		label := row{Keys: keys}.keyLabel()
-		if keys > 0 {
-			label += " keys"
-		} else {
+		label := fmt.Sprintf("%d keys", keys)
+		switch keys {
+		case 0:
 			label = "no key"
+		case 1:
+			label = "1 key"
 		}
 		p.f(`<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x0+groupW*0.35, top+plotH+18, html.EscapeString(label))
 		for i, n := range cfg.ns {
@@ -114,4 +116,13 @@ func (p *printer) f(format string, args ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, args...)
 	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
