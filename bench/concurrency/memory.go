@@ -119,7 +119,7 @@ func runMemory(ctx context.Context, cfg memConfig, out io.Writer) error {
 	for _, s := range samples {
 		lo, hi = min(lo, s.heapInuse), max(hi, s.heapInuse)
 	}
-	fmt.Fprintf(out, "heap in use over %d samples: first %.1f KiB, last %.1f KiB, min %.1f KiB, max %.1f KiB; %d committed after the release\n",
+	fmt.Fprintf(out, "heap in use over %d samples: first %.1f KiB, last %.1f KiB, min %.1f KiB, max %.1f KiB; %d committed in all once released\n",
 		len(samples), kib(samples[0].heapInuse), kib(samples[len(samples)-1].heapInuse), kib(lo), kib(hi), moved)
 	return nil
 }
