@@ -18,8 +18,8 @@ const watchdogTicks = 4
 type connGuard[T any] struct {
 	mu        sync.Mutex
 	conn      Conn[T]
-	cancelled bool // Run's context ended: refuse new Conns
-	panicked  bool // a Close made here panicked with panicVal
+	cancelled bool        // Run's context ended: refuse new Conns
+	panicked  atomic.Bool // a Close made here panicked with panicVal (set under mu)
 	panicVal  any
 	wd        *watchdog
 }
@@ -41,10 +41,11 @@ type watchdog struct {
 	fired    bool      // the watchdog closed the Conn
 }
 
-// active records activity for the watchdog, if there is one.
-func (g *connGuard[T]) active() {
-	if g.wd != nil {
-		g.wd.activity.Add(1)
+// active records activity for the watchdog, if there is one (wd may be
+// nil). It is not a method of the generic connGuard so that it inlines.
+func (wd *watchdog) active() {
+	if wd != nil {
+		wd.activity.Add(1)
 	}
 }
 
@@ -76,8 +77,9 @@ func (g *connGuard[T]) close(c Conn[T]) {
 	defer func() {
 		if v := recover(); v != nil {
 			g.mu.Lock()
-			if !g.panicked {
-				g.panicked, g.panicVal = true, v
+			if !g.panicked.Load() {
+				g.panicVal = v
+				g.panicked.Store(true)
 			}
 			g.mu.Unlock()
 		}
@@ -88,13 +90,15 @@ func (g *connGuard[T]) close(c Conn[T]) {
 // rethrow raises on Run's goroutine the panic of a Close made by the
 // watcher or the watchdog, if any.
 func (g *connGuard[T]) rethrow() {
-	g.mu.Lock()
-	panicked, v := g.panicked, g.panicVal
-	g.panicked, g.panicVal = false, nil
-	g.mu.Unlock()
-	if panicked {
-		panic(v)
+	if !g.panicked.Load() { // the common case takes no lock
+		return
 	}
+	g.mu.Lock()
+	v := g.panicVal
+	g.panicked.Store(false)
+	g.panicVal = nil
+	g.mu.Unlock()
+	panic(v)
 }
 
 // reset prepares the guard for a new run.

@@ -250,8 +250,8 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}
-		r.guard.active()
-		c, kind, err := r.cursorOf(ev, r.cur())
+		r.guard.wd.active()
+		c, kind, moves, err := r.cursorOf(ev, r.cur())
 		if err != nil {
 			return o.final(err)
 		}
@@ -261,16 +261,18 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			r.skip()
 			continue
 		case handled:
-			if err := r.handleEvent(ctx, handle, ev, c); err != nil {
-				if !errwalk.Is(err, ErrStop) {
-					return o.final(err)
+			if err := handle(ctx, ev); err != nil { // handleEvent, spelled out on the per-event path
+				if err = r.handlerFailed(ctx, handle, ev, c, err); err != nil {
+					if !errwalk.Is(err, ErrStop) {
+						return o.final(err)
+					}
+					stop = true
 				}
-				stop = true
 			}
 		}
-		r.guard.active() // the handler let go of the event
-		moved, err := r.commit(ctx, c, kind)
-		o.moved = o.moved || moved
+		r.guard.wd.active() // the handler let go of the event
+		err = r.commit(ctx, c, kind, moves)
+		o.moved = o.moved || moves
 		o.commits++
 		switch {
 		case stop:
@@ -294,26 +296,33 @@ func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) out
 }
 
 // cursorOf extracts ev's cursor and says what to do with the event, given
-// the cursor before it; an extractor failure or a cursor that goes back
-// ends Run.
-func (r *Resumer[T, C]) cursorOf(ev T, before C) (C, eventKind, error) {
-	c, err := r.extract(ev)
-	kind := handled
+// the cursor before it, and whether committing it moves the stream: it
+// does unless its cursor is known to repeat the one before (by the cursor
+// order, or by == when C has one). An extractor failure or a cursor that
+// goes back ends Run.
+func (r *Resumer[T, C]) cursorOf(ev T, before C) (c C, kind eventKind, moves bool, err error) {
+	c, err = r.extract(ev)
+	kind, moves = handled, true
 	if err != nil {
 		if !errwalk.Is(err, cursor.ProgressOnly) {
-			return c, kind, fmt.Errorf("%w: %w", ErrExtract, err)
+			return c, kind, false, fmt.Errorf("%w: %w", ErrExtract, err)
 		}
 		kind = progress
 	}
-	if r.order != nil {
-		switch n := r.order(c, before); {
-		case n < 0:
-			return c, kind, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
-		case n == 0 && r.skipRepeats && kind == handled:
+	switch {
+	case r.order != nil:
+		n := r.order(c, before)
+		if n < 0 {
+			return c, kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
+		}
+		moves = n > 0
+		if !moves && r.skipRepeats && kind == handled {
 			kind = skipped
 		}
+	case r.equal != nil: // a heartbeat, or a server that resends, may repeat the cursor
+		moves = !r.equal(c, before)
 	}
-	return c, kind, nil
+	return c, kind, moves, nil
 }
 
 // skip counts an event skipped as a repeat.
@@ -615,12 +624,10 @@ func (p *replay[T, C]) finish() error {
 }
 
 // commit records c as the committed cursor and saves the Store when the
-// checkpoint cadence says so, under one lock for the stats. It reports
-// whether c moved the stream (it differs from the cursor before it), and
-// returns the Store's error, if any. A cursor equal to the committed one
-// writes nothing.
-func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind) (moved bool, err error) {
-	moved = !r.same(c, r.cur())
+// checkpoint cadence says so, under one lock for the stats, and returns the
+// Store's error, if any. A cursor that does not move the stream (one known
+// to repeat the committed one) writes nothing.
+func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) (err error) {
 	if moved {
 		r.st.unsaved++
 	}
@@ -643,21 +650,9 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind) (moved 
 		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: kind == progress})
 	}
 	if save {
-		return moved, r.saved(c, err, false)
+		return r.saved(c, err, false)
 	}
-	return moved, nil
-}
-
-// same reports whether a and b are known to be equal: by the cursor order
-// when there is one, by == when C is comparable, never otherwise.
-func (r *Resumer[T, C]) same(a, b C) bool {
-	switch {
-	case r.order != nil:
-		return r.order(a, b) == 0
-	case r.equal != nil:
-		return r.equal(a, b)
-	}
-	return false
+	return nil
 }
 
 // checkpoint saves the committed cursor if the Store lags behind it.

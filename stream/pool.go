@@ -41,6 +41,7 @@ type slot[T, C any] struct {
 	c     C
 	seq   uint64
 	kind  eventKind
+	moves bool // committing it moves the stream
 	state slotState
 	// Written by the handler goroutine.
 	err      error
@@ -103,10 +104,10 @@ func (p *pool[T, C]) inFlight() int { return int(p.tail - p.head) }
 func (p *pool[T, C]) full() bool { return p.inFlight() == len(p.slots) }
 
 // add puts an event in the next slot and dispatches it when it may run.
-func (p *pool[T, C]) add(ev T, c C, kind eventKind) {
+func (p *pool[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	i := int32(p.tail % uint64(len(p.slots)))
 	var zero C
-	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind}
+	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind, moves: moves}
 	if kind == replayed {
 		p.slots[i].c = zero
 	}
@@ -197,8 +198,8 @@ func (r *Resumer[T, C]) advance(ctx context.Context, p *pool[T, C]) (moved bool,
 			p.replayed++
 			continue
 		}
-		m, serr := r.commit(ctx, s.c, s.kind)
-		moved, commits = moved || m, commits+1
+		serr := r.commit(ctx, s.c, s.kind, s.moves)
+		moved, commits = moved || s.moves, commits+1
 		if serr != nil && err == nil {
 			err = serr
 		}
@@ -271,8 +272,8 @@ func (r *Resumer[T, C]) readPool(ctx context.Context, conn Conn[T], p *pool[T, C
 				stopReading(r.connEnded(ctx, o, rv.err))
 				continue
 			}
-			r.guard.active()
-			c, kind, err := r.cursorOf(rv.ev, last)
+			r.guard.wd.active()
+			c, kind, moves, err := r.cursorOf(rv.ev, last)
 			switch {
 			case err != nil:
 				p.halted = true
@@ -283,9 +284,9 @@ func (r *Resumer[T, C]) readPool(ctx context.Context, conn Conn[T], p *pool[T, C
 				continue
 			}
 			last = c
-			p.add(rv.ev, c, kind)
+			p.add(rv.ev, c, kind, moves)
 		case i := <-p.done:
-			r.guard.active()
+			r.guard.wd.active()
 			p.finish(i)
 		case <-ctxDone:
 			ctxDone = nil
@@ -349,7 +350,7 @@ func (r *Resumer[T, C]) replayPool(ctx context.Context, p *pool[T, C], ev T) err
 		return err
 	}
 	var zero C
-	p.add(ev, zero, replayed)
+	p.add(ev, zero, replayed, false)
 	return nil
 }
 

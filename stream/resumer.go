@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -240,8 +241,19 @@ func typedEvent[V any](cfg *config, name string, o typed) V {
 // equalFunc returns == for C when it is comparable and holds no interface
 // (whose == may panic), and nil otherwise.
 func equalFunc[C any]() func(a, b C) bool {
-	if !plainComparable(reflect.TypeFor[C]()) {
+	t := reflect.TypeFor[C]()
+	if !plainComparable(t) {
 		return nil
+	}
+	// The usual cursors (strings, integers) compare as what they are, which
+	// spares the per-event path two conversions to an interface.
+	switch t.Kind() {
+	case reflect.String:
+		return func(a, b C) bool { return *(*string)(unsafe.Pointer(&a)) == *(*string)(unsafe.Pointer(&b)) }
+	case reflect.Int64, reflect.Uint64, reflect.Int, reflect.Uint, reflect.Uintptr:
+		if t.Size() == 8 {
+			return func(a, b C) bool { return *(*uint64)(unsafe.Pointer(&a)) == *(*uint64)(unsafe.Pointer(&b)) }
+		}
 	}
 	return func(a, b C) bool { return any(a) == any(b) }
 }

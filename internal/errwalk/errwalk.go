@@ -46,11 +46,35 @@ func Is(err, target error) bool {
 	if err == nil || target == nil {
 		return err == target
 	}
-	return First(err, func(e error) bool {
-		if e == target {
+	budget := Budget
+	return is(err, target, &budget)
+}
+
+func is(err, target error, budget *int) bool {
+	for err != nil {
+		if *budget <= 0 {
+			return false
+		}
+		*budget--
+		if err == target {
 			return true
 		}
-		x, ok := e.(interface{ Is(error) bool })
-		return ok && x.Is(target)
-	}) != nil
+		if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(target) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if is(e, target, budget) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
