@@ -25,13 +25,16 @@ type connGuard[T any] struct {
 }
 
 // watchdog is the idle watchdog: one timer that ticks every idle/4 while a
-// Conn is set, and compares the activity count (events received and
-// finished, bumped by the loop only when a watchdog exists) with the one it
-// saw at the previous tick; once the count has not moved for the idle
-// timeout, it closes the Conn. The clock is read per tick, not per event.
-// Its fields other than activity are guarded by the connGuard's mu.
+// Conn is set, and compares the activity count with the one it saw at the
+// previous tick; once the count has not moved for the idle timeout, it
+// closes the Conn. The count is what the loop already publishes (cursors
+// committed, events skipped) plus, under WithConcurrency, the events
+// received and finished (activity); so the serial path pays nothing per
+// event, and the clock is read per tick. Its fields other than activity are
+// guarded by the connGuard's mu.
 type watchdog struct {
 	idle     time.Duration
+	count    func() uint64 // what the loop publishes: reads the stats under their lock
 	activity atomic.Uint64
 	ticks    sync.WaitGroup // armed timer callbacks not yet returned
 	timer    *time.Timer
@@ -42,7 +45,8 @@ type watchdog struct {
 }
 
 // active records activity for the watchdog, if there is one (wd may be
-// nil). It is not a method of the generic connGuard so that it inlines.
+// nil), under WithConcurrency. It is not a method of the generic connGuard
+// so that it inlines.
 func (wd *watchdog) active() {
 	if wd != nil {
 		wd.activity.Add(1)
@@ -118,7 +122,7 @@ func (g *connGuard[T]) set(c Conn[T]) bool {
 	}
 	g.conn = c
 	if wd := g.wd; wd != nil {
-		wd.seen, wd.since, wd.fired, wd.paused = wd.activity.Load(), time.Now(), false, false
+		wd.seen, wd.since, wd.fired, wd.paused = wd.total(), time.Now(), false, false
 		g.arm()
 	}
 	return true
@@ -166,8 +170,11 @@ func (g *connGuard[T]) release() (fired bool, seen uint64) {
 // activeSince reports whether there was activity after the watchdog saw
 // seen.
 func (g *connGuard[T]) activeSince(seen uint64) bool {
-	return g.wd != nil && g.wd.activity.Load() != seen
+	return g.wd != nil && g.wd.total() != seen
 }
+
+// total is the activity count the watchdog compares.
+func (wd *watchdog) total() uint64 { return wd.count() + wd.activity.Load() }
 
 // wait returns once no watchdog tick is running: call it before Run
 // returns, after release.
@@ -188,7 +195,7 @@ func (g *connGuard[T]) tick() {
 		return
 	}
 	now := time.Now()
-	if n := wd.activity.Load(); n != wd.seen || wd.paused {
+	if n := wd.total(); n != wd.seen || wd.paused {
 		wd.seen, wd.since = n, now
 	}
 	if now.Sub(wd.since) < wd.idle {

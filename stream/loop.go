@@ -250,7 +250,6 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}
-		r.guard.wd.active()
 		c, kind, moves, err := r.cursorOf(ev, r.cur())
 		if err != nil {
 			return o.final(err)
@@ -270,7 +269,6 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 				}
 			}
 		}
-		r.guard.wd.active() // the handler let go of the event
 		err = r.commit(ctx, c, kind, moves)
 		o.moved = o.moved || moves
 		o.commits++

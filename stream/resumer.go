@@ -188,7 +188,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		}
 	}
 	if cfg.idle > 0 {
-		r.guard.wd = &watchdog{idle: cfg.idle}
+		r.guard.wd = &watchdog{idle: cfg.idle, count: r.published}
 	}
 	if r.window == 0 {
 		r.window = max(minDefaultWindow, defaultWindowPerHandler*r.handlers)
@@ -304,6 +304,14 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 		s.InFlight = int(p.published.Load())
 	}
 	return s
+}
+
+// published returns how many cursors were committed and events skipped, for
+// the idle watchdog.
+func (r *Resumer[T, C]) published() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats.Events + r.stats.Progress + r.stats.Skipped
 }
 
 // Run reads the stream and calls handle for each event, in order, on the
