@@ -175,7 +175,25 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 	if r.hooks.OnConnect != nil {
 		r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt})
 	}
-	return r.drain(ctx, conn, handle)
+	o := r.drain(ctx, conn, handle)
+	o.moved = r.movedFrom(after, o.commits)
+	return o
+}
+
+// movedFrom reports whether the committed cursor moved from before, after
+// commits commits: compared once per connection, by the cursor order or by
+// == when C has one; a connection that committed anything counts as moved
+// when cursors cannot be compared.
+func (r *Resumer[T, C]) movedFrom(before C, commits int) bool {
+	switch {
+	case commits == 0:
+		return false
+	case r.order != nil:
+		return r.order(r.cur(), before) != 0
+	case r.equal != nil:
+		return !r.equal(r.cur(), before)
+	}
+	return true
 }
 
 // load reads the cursor to start after from the Store. Its outcome is a
@@ -250,9 +268,12 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}
-		c, kind, moves, err := r.cursorOf(ev, r.cur())
-		if err != nil {
-			return o.final(err)
+		c, err := r.extract(ev) // cursorOf, spelled out on the per-event path
+		kind, moves := handled, true
+		if err != nil || r.order != nil {
+			if kind, moves, err = r.judge(c, err, r.cur()); err != nil {
+				return o.final(err)
+			}
 		}
 		stop := false
 		switch kind {
@@ -270,7 +291,6 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			}
 		}
 		err = r.commit(ctx, c, kind, moves)
-		o.moved = o.moved || moves
 		o.commits++
 		switch {
 		case stop:
@@ -294,16 +314,27 @@ func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) out
 }
 
 // cursorOf extracts ev's cursor and says what to do with the event, given
-// the cursor before it, and whether committing it moves the stream: it
-// does unless its cursor is known to repeat the one before (by the cursor
-// order, or by == when C has one). An extractor failure or a cursor that
-// goes back ends Run.
+// the cursor before it (see judge).
 func (r *Resumer[T, C]) cursorOf(ev T, before C) (c C, kind eventKind, moves bool, err error) {
 	c, err = r.extract(ev)
+	if err == nil && r.order == nil {
+		return c, handled, true, nil
+	}
+	kind, moves, err = r.judge(c, err, before)
+	return c, kind, moves, err
+}
+
+// judge says what to do with an event whose cursor c the extractor returned
+// with err, given the cursor before it, and whether committing it changes
+// the cursor: an event handed over does unless the cursor order says it
+// repeats the one before; a progress-only event does unless its cursor is
+// known to repeat it (by the order, or by == when C has one). An extractor
+// failure or a cursor that goes back ends Run.
+func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves bool, _ error) {
 	kind, moves = handled, true
 	if err != nil {
 		if !errwalk.Is(err, cursor.ProgressOnly) {
-			return c, kind, false, fmt.Errorf("%w: %w", ErrExtract, err)
+			return kind, false, fmt.Errorf("%w: %w", ErrExtract, err)
 		}
 		kind = progress
 	}
@@ -311,16 +342,16 @@ func (r *Resumer[T, C]) cursorOf(ev T, before C) (c C, kind eventKind, moves boo
 	case r.order != nil:
 		n := r.order(c, before)
 		if n < 0 {
-			return c, kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
+			return kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
 		}
 		moves = n > 0
 		if !moves && r.skipRepeats && kind == handled {
 			kind = skipped
 		}
-	case r.equal != nil: // a heartbeat, or a server that resends, may repeat the cursor
+	case kind == progress && r.equal != nil: // a heartbeat may repeat the cursor
 		moves = !r.equal(c, before)
 	}
-	return c, kind, moves, nil
+	return kind, moves, nil
 }
 
 // skip counts an event skipped as a repeat.

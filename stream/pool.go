@@ -186,8 +186,8 @@ func (p *pool[T, C]) reset() {
 
 // advance commits the done slots at the head of the window, in order, up to
 // the first unfinished or failed one (and no further than a stopping
-// event). It reports whether the stream moved, and a failed save.
-func (r *Resumer[T, C]) advance(ctx context.Context, p *pool[T, C]) (moved bool, commits int, err error) {
+// event). It reports how many cursors it committed, and a failed save.
+func (r *Resumer[T, C]) advance(ctx context.Context, p *pool[T, C]) (commits int, err error) {
 	for p.head < p.tail && (p.stopAt == 0 || p.head < p.stopAt) {
 		s := &p.slots[p.head%uint64(len(p.slots))]
 		if s.state != done || s.panicked || (s.err != nil && !errwalk.Is(s.err, ErrStop)) {
@@ -199,7 +199,7 @@ func (r *Resumer[T, C]) advance(ctx context.Context, p *pool[T, C]) (moved bool,
 			continue
 		}
 		serr := r.commit(ctx, s.c, s.kind, s.moves)
-		moved, commits = moved || s.moves, commits+1
+		commits++
 		if serr != nil && err == nil {
 			err = serr
 		}
@@ -207,7 +207,7 @@ func (r *Resumer[T, C]) advance(ctx context.Context, p *pool[T, C]) (moved bool,
 		*s = zero // let the event go
 	}
 	p.published.Store(int64(p.inFlight()))
-	return moved, commits, err
+	return commits, err
 }
 
 // received is what the reader goroutine passes on: an event or the error
@@ -293,8 +293,8 @@ func (r *Resumer[T, C]) readPool(ctx context.Context, conn Conn[T], p *pool[T, C
 			p.halted = true
 			stopReading(o.final(ctx.Err()))
 		}
-		moved, n, err := r.advance(ctx, p)
-		o.moved, o.commits = o.moved || moved, o.commits+n
+		n, err := r.advance(ctx, p)
+		o.commits += n
 		switch {
 		case err != nil && end == nil:
 			p.halted = true
@@ -312,7 +312,7 @@ func (r *Resumer[T, C]) readPool(ctx context.Context, conn Conn[T], p *pool[T, C
 		r.guard.pause(false)
 	}
 	e := *end
-	e.moved, e.commits = o.moved, o.commits
+	e.commits = o.commits
 	return r.poolEnd(e, p)
 }
 
@@ -376,10 +376,10 @@ func (r *Resumer[T, C]) awaitPool(ctx context.Context, p *pool[T, C]) error {
 		for p.running > 0 {
 			p.finish(<-p.done)
 		}
-		_, _, _ = r.advance(ctx, p) // replayed slots commit no cursor
+		_, _ = r.advance(ctx, p) // replayed slots commit no cursor
 		return ctx.Err()
 	}
-	_, _, _ = r.advance(ctx, p)
+	_, _ = r.advance(ctx, p)
 	return r.poolErr(p)
 }
 
