@@ -20,7 +20,8 @@ const maxFileSize = 1 << 20
 
 // ErrCorrupt is matched (errors.Is) by the error that [File.Load]
 // returns when the file exists but does not hold a cursor its [Codec] can
-// decode: empty, truncated, garbled, or larger than 1 MiB. The stream must
+// decode: empty, truncated, garbled, or larger than 1 MiB (and by other
+// stores' Load, etcd's among them, for a stored value that holds no cursor). The stream must
 // not retry it, and must not start over from the initial cursor: an operator
 // has to repair the file, or remove it to restart from the initial cursor.
 var ErrCorrupt = errors.New("cursor: corrupt cursor file")

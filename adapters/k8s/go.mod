@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/resumable-go/resumable v0.1.0
-	github.com/resumable-go/resumable/internal/testkit v0.0.0
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	k8s.io/api v0.37.2
