@@ -95,9 +95,8 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 	if r.handlers > 1 {
 		p := r.startPool(ctx, handle)
 		defer p.stop()
-		r.st.pool = p
 		r.pool.Store(p)
-		defer func() { r.st.pool = nil }()
+		defer r.pool.Store(nil)
 	}
 	return r.loop(ctx, handle)
 }
@@ -251,8 +250,8 @@ func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[
 			o = r.idleEnd(o, seen)
 		}
 	}()
-	if r.st.pool != nil {
-		return r.readPool(ctx, conn, r.st.pool)
+	if p := r.pool.Load(); p != nil {
+		return r.readPool(ctx, conn, p)
 	}
 	return r.read(ctx, conn, handle)
 }
@@ -627,7 +626,7 @@ func (p *replay[T, C]) emit(ev T) error {
 	if err := p.ctx.Err(); err != nil {
 		return err
 	}
-	if pool := p.r.st.pool; pool != nil {
+	if pool := p.r.pool.Load(); pool != nil {
 		p.herr = p.r.replayPool(p.ctx, pool, ev)
 		return p.herr
 	}
@@ -642,10 +641,10 @@ func (p *replay[T, C]) emit(ev T) error {
 // finish waits for the replay's events still in the handler pool and
 // returns the first handler error.
 func (p *replay[T, C]) finish() error {
-	if pool := p.r.st.pool; pool != nil && p.herr == nil {
+	if pool := p.r.pool.Load(); pool != nil && p.herr == nil {
 		p.herr = p.r.settlePool(p.ctx, pool)
 	}
-	if pool := p.r.st.pool; pool != nil {
+	if pool := p.r.pool.Load(); pool != nil {
 		p.n = pool.replayed
 		pool.replayed = 0
 	}

@@ -56,8 +56,8 @@ type Resumer[T, C any] struct {
 	skipRepeats bool
 
 	running atomic.Bool
-	pool    atomic.Pointer[pool[T, C]] // st.pool, for Stats
-	st      loopState[T, C]            // owned by the running loop
+	pool    atomic.Pointer[pool[T, C]] // the handler goroutines under WithConcurrency, while Run runs
+	st      loopState                  // owned by the running loop
 	guard   connGuard[T]               // shared with the context watcher and the idle watchdog
 
 	mu    sync.Mutex // guards stats; the loop alone writes stats.Cursor
@@ -67,7 +67,7 @@ type Resumer[T, C any] struct {
 // loopState is what the loop carries from one connection to the next. Only
 // the goroutine running the loop touches it. The committed cursor lives in
 // stats.Cursor.
-type loopState[T, C any] struct {
+type loopState struct {
 	loaded    bool             // the Store was loaded
 	unsaved   int              // commits since the last successful save: the Store lags when > 0
 	lastSave  time.Time        // read only with a checkpoint interval
@@ -76,11 +76,10 @@ type loopState[T, C any] struct {
 	failures  backoff.Sequence // made at the first failure: an idle stream keeps none
 	emptyEnds backoff.Sequence // steps after clean ends that did not move the stream; made at the first
 	lastStep  time.Duration    // the empty-end sequence's largest step
-	pool      *pool[T, C]      // the handler goroutines under WithConcurrency, while Run runs
 }
 
 // resetSequences starts both backoff sequences over, if they exist.
-func (st *loopState[T, C]) resetSequences() {
+func (st *loopState) resetSequences() {
 	if st.failures != nil {
 		st.failures.Reset()
 	}
