@@ -1,9 +1,12 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -14,12 +17,6 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
-)
-
-// The defaults of [WithTTL] and [WithKeyPrefix].
-const (
-	defaultTTL       = 10 * time.Second
-	defaultKeyPrefix = "/resumable/"
 )
 
 // Group runs named streams across processes, each stream in at most one
@@ -48,9 +45,7 @@ type Group struct {
 }
 
 // GroupOption configures [NewGroup].
-type GroupOption interface {
-	applyGroup(*groupConfig)
-}
+type GroupOption interface{ applyGroup(*groupConfig) }
 
 type groupConfig struct {
 	ttl    time.Duration
@@ -58,45 +53,28 @@ type groupConfig struct {
 	log    *zap.Logger
 	policy backoff.Policy
 	hooks  []func(OwnerEvent)
-	errs   []error
 }
 
-type groupOptionFunc func(*groupConfig)
+type groupOption func(*groupConfig)
 
-func (f groupOptionFunc) applyGroup(c *groupConfig) { f(c) }
+func (f groupOption) applyGroup(c *groupConfig) { f(c) }
 
 // WithTTL sets the TTL of the member's lease, rounded up to whole seconds
 // (etcd raises a TTL below its minimum, about 2 s with default election
 // settings). It bounds how long a stream whose owner died waits for a
 // successor, and how long a paused owner may still handle events before it
 // must stop. Default 10 s. Below one second NewGroup fails.
-func WithTTL(d time.Duration) GroupOption {
-	return groupOptionFunc(func(c *groupConfig) {
-		if d < time.Second {
-			c.errs = append(c.errs, invalid("etcd: WithTTL(%v): the TTL must be at least 1s", d))
-			return
-		}
-		c.ttl = d
-	})
-}
+func WithTTL(d time.Duration) GroupOption { return groupOption(func(c *groupConfig) { c.ttl = d }) }
 
 // WithKeyPrefix sets the prefix of the Group's keys (default
 // "/resumable/"). Every member of a group must use the same one. An
 // empty prefix makes NewGroup fail.
-func WithKeyPrefix(p string) GroupOption {
-	return groupOptionFunc(func(c *groupConfig) {
-		if p == "" {
-			c.errs = append(c.errs, invalid("etcd: WithKeyPrefix(\"\"): the prefix must not be empty"))
-			return
-		}
-		c.prefix = p
-	})
-}
+func WithKeyPrefix(p string) GroupOption { return groupOption(func(c *groupConfig) { c.prefix = p }) }
 
 // WithLogger sets the logger: ownership changes at Info, failures at Warn.
 // Nil means zap.NewNop(), which is also the default.
 func WithLogger(l *zap.Logger) GroupOption {
-	return groupOptionFunc(func(c *groupConfig) { c.log = l })
+	return groupOption(func(c *groupConfig) { c.log = cmp.Or(l, c.log) })
 }
 
 // WithGroupBackoff sets the delays between attempts after a failure: a
@@ -104,7 +82,7 @@ func WithLogger(l *zap.Logger) GroupOption {
 // a stream's run that returned. Nil means the default: exponential from
 // 200 ms to 5 s, never giving up.
 func WithGroupBackoff(p backoff.Policy) GroupOption {
-	return groupOptionFunc(func(c *groupConfig) { c.policy = p })
+	return groupOption(func(c *groupConfig) { c.policy = cmp.Or(p, c.policy) })
 }
 
 // WithOwnerHook adds f to the functions called at each change of this
@@ -112,11 +90,7 @@ func WithGroupBackoff(p backoff.Policy) GroupOption {
 // Group's own goroutine and outside its locks, in the order of the changes:
 // f must return quickly. Nil is ignored.
 func WithOwnerHook(f func(OwnerEvent)) GroupOption {
-	return groupOptionFunc(func(c *groupConfig) {
-		if f != nil {
-			c.hooks = append(c.hooks, f)
-		}
-	})
+	return groupOption(func(c *groupConfig) { c.hooks = append(c.hooks, f) })
 }
 
 // OwnerEvent is a change of a member's ownership of a stream, given to the
@@ -141,32 +115,30 @@ type OwnerEvent struct {
 // returns an error matching [stream.ErrInvalidOption] for a nil client, a
 // bad name (see [Group.Run] for the rules) or a bad option.
 func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Group, error) {
-	cfg := groupConfig{ttl: defaultTTL, prefix: defaultKeyPrefix}
+	cfg := groupConfig{ttl: 10 * time.Second, prefix: "/resumable/", log: zap.NewNop(),
+		policy: backoff.Exponential(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxInterval(5*time.Second))}
 	for _, o := range opts {
 		if o != nil {
 			o.applyGroup(&cfg)
 		}
 	}
+	errs := []error{validName("member", member)}
 	if client == nil {
-		cfg.errs = append(cfg.errs, invalid("etcd: NewGroup: the client is nil"))
+		errs = append(errs, invalid("etcd: NewGroup: the client is nil"))
 	}
-	if err := validName("member", member); err != nil {
-		cfg.errs = append(cfg.errs, err)
+	if cfg.ttl < time.Second {
+		errs = append(errs, invalid("etcd: WithTTL(%v): the TTL must be at least 1s", cfg.ttl))
 	}
-	if cfg.policy == nil {
-		cfg.policy = backoff.Exponential(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxInterval(5*time.Second))
+	if cfg.prefix == "" {
+		errs = append(errs, invalid("etcd: WithKeyPrefix(\"\"): the prefix must not be empty"))
 	}
-	if v, ok := cfg.policy.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			cfg.errs = append(cfg.errs, invalid("etcd: WithGroupBackoff: %w", err))
-		}
+	if v, ok := cfg.policy.(interface{ Validate() error }); ok && v.Validate() != nil {
+		errs = append(errs, invalid("etcd: WithGroupBackoff: %w", v.Validate()))
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	if cfg.log == nil {
-		cfg.log = zap.NewNop()
-	}
+	cfg.hooks = slices.DeleteFunc(cfg.hooks, func(f func(OwnerEvent)) bool { return f == nil })
 	cfg.log = cfg.log.With(zap.String("member", member))
 	return &Group{groupConfig: cfg, client: client, member: member}, nil
 }
@@ -175,13 +147,8 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 // a line in the member's key, so it must be non-empty, printable, without
 // white space and without "/".
 func validName(what, name string) error {
-	if name == "" {
-		return invalid("etcd: the %s name is empty", what)
-	}
-	for _, r := range name {
-		if r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return invalid("etcd: %s name %q: %q is not allowed; use printable characters other than white space and '/'", what, name, r)
-		}
+	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
+		return invalid("etcd: %s name %q: use printable characters other than white space and '/'", what, name)
 	}
 	return nil
 }
@@ -210,6 +177,8 @@ type RunFunc func(ctx context.Context, o *Owner) error
 //   - When the lease is lost (the process was paused or cut off for longer
 //     than the TTL), every run's context is cancelled and, once they all
 //     returned, the member joins again with a new lease.
+//   - A failed etcd request is tried again after a backoff step; Run
+//     returns the failure once the backoff policy gives up.
 //
 // Stream names are unique, non-empty, printable, without white space and
 // without "/". Run returns an error matching [stream.ErrInvalidOption] for
@@ -222,11 +191,8 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	}
 	offered := make(map[string]bool, len(streams))
 	for _, s := range streams {
-		if err := validName("stream", s); err != nil {
-			return err
-		}
-		if offered[s] {
-			return invalid("etcd: stream %q is named twice", s)
+		if err := validName("stream", s); err != nil || offered[s] {
+			return cmp.Or(err, invalid("etcd: stream %q is named twice", s))
 		}
 		offered[s] = true
 	}
@@ -234,10 +200,11 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 		return errAlreadyRunning
 	}
 	defer g.running.Store(false)
-	streams = append([]string(nil), streams...)
 	seq := g.policy.NewSequence()
 	for {
-		lost, err := g.join(ctx, streams, offered, run)
+		m := &member{Group: g, run: run, streams: slices.Clone(streams), offered: offered,
+			runs: map[string]*ownership{}, ended: make(chan ended, len(streams))}
+		lost, err := m.join(ctx, seq)
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
@@ -255,300 +222,35 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	}
 }
 
-// join is one membership: a lease, the member key, the view of the group,
-// and a run for each stream owned. It returns when ctx ends or the lease is
-// lost (lost true), after every run returned and the lease was revoked.
-func (g *Group) join(ctx context.Context, streams []string, offered map[string]bool, run RunFunc) (lost bool, err error) {
-	s, err := newSession(ctx, g.client, g.ttl)
-	if err != nil {
-		return false, err
-	}
-	m := &member{g: g, s: s, run: run, streams: streams, offered: offered, v: view{prefix: g.prefix},
-		runs: map[string]*ownership{}, ended: make(chan ended, len(streams))}
-	err = m.serve(ctx)
-	var why error
-	if s.lost() {
-		why = errLost
-		err = fmt.Errorf("etcd: member %q: %w", g.member, errLost)
-		g.log.Warn("lease lost; stopping every stream")
-	}
-	for _, o := range m.runs {
-		if !o.stopping || why != nil {
-			m.stop(o, why)
-		}
-	}
-	var events []OwnerEvent
-	for len(m.runs) > 0 {
-		e := <-m.ended
-		cause := m.runs[e.stream].err
-		if cause == nil && errors.Is(e.err, ErrNotOwner) {
-			cause = e.err // it had ended on its own
-		}
-		events = append(events, OwnerEvent{Stream: e.stream, Member: g.member, Err: cause})
-		delete(m.runs, e.stream)
-	}
-	if cerr := s.close(); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
-	for _, e := range events {
-		g.emit(e)
-	}
-	return why != nil, err
-}
-
-// member is the state of one membership, kept by its loop (serve).
-type member struct {
-	g       *Group
-	s       *session
-	run     RunFunc
-	streams []string
-	offered map[string]bool
-	v       view
-	runs    map[string]*ownership // the streams this member runs
-	ended   chan ended            // the runs that returned
-}
-
-// ownership is a stream this member owns, run in a goroutine of its own.
-type ownership struct {
-	rev      int64 // its owner key's create revision
-	cancel   context.CancelFunc
-	stopping bool  // cancel was called
-	err      error // why it was stopped: nil for a handoff
-}
-
-type ended struct {
-	stream string
-	err    error
-}
-
-// serve keeps the member's share of the streams running until ctx ends or
-// the lease is lost: it reads and watches the member and owner keys, takes
-// the free streams it is picked for, and gives up those it is not.
-func (m *member) serve(ctx context.Context) error {
-	g := m.g
-	if _, err := g.client.Put(ctx, g.prefix+"members/"+g.member, memberValue(m.streams), clientv3.WithLease(m.s.id())); err != nil {
-		return fmt.Errorf("etcd: registering member %q: %w", g.member, err)
-	}
-	g.log.Info("joined", zap.String("lease", fmt.Sprintf("%x", m.s.id())), zap.Duration("ttl", m.s.ttl))
-	var watch clientv3.WatchChan
-	unwatch := func() {}
-	defer func() { unwatch() }()
-	retry, armed, stale := time.NewTimer(0), true, true // the first pass reads the view
-	defer retry.Stop()
-	seq := g.policy.NewSequence()
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-m.s.cs.Done():
-			return nil
-		case <-m.s.gone:
-			return nil
-		case e := <-m.ended:
-			err = m.end(ctx, e)
-		case wr, ok := <-watch:
-			if !ok || wr.Err() != nil {
-				stale, watch = true, nil
-			}
-			all := false
-			for _, ev := range wr.Events {
-				stream, member := m.v.apply(ev.Kv, ev.Type)
-				all = all || member
-				if m.offered[stream] && err == nil {
-					err = m.reconcile(ctx, stream)
-				}
-			}
-			if all && err == nil {
-				err = m.pass(ctx)
-			}
-		case <-retry.C:
-			armed = false
-			if stale {
-				unwatch()
-				var rev int64
-				if rev, err = m.v.load(ctx, g.client); err == nil {
-					stale = false
-					watch, unwatch = m.watch(ctx, rev+1)
-				}
-			}
-			if err == nil && !stale {
-				err = m.pass(ctx)
-			}
-			if err == nil {
-				seq.Reset()
-			}
-		}
-		if (err != nil || stale) && !armed {
-			delay, _ := seq.Next()
-			g.log.Debug("trying again", zap.Duration("delay", delay), zap.Bool("stale", stale), zap.Error(err))
-			retry.Reset(delay)
-			armed = true
-		}
-	}
-}
-
-// watch watches the member and owner keys from revision rev until the
-// returned function is called.
-func (m *member) watch(ctx context.Context, rev int64) (clientv3.WatchChan, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	from, to := m.v.keys()
-	return m.g.client.Watch(ctx, from, clientv3.WithRange(to), clientv3.WithRev(rev)), cancel
-}
-
-// pass reconciles every stream offered, until an etcd request fails.
-func (m *member) pass(ctx context.Context) error {
-	for _, s := range m.streams {
-		if err := m.reconcile(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reconcile does what the view says of stream: take it, start or stop its
-// run, or delete an owner key of this member's lease that nothing runs (a
-// Txn whose reply was lost, a handoff whose delete failed).
-func (m *member) reconcile(ctx context.Context, stream string) error {
-	k, o := m.v.owners[stream], m.runs[stream]
-	picked := m.v.picked(stream) == m.g.member
-	switch {
-	case o != nil && o.stopping:
-	case o != nil && k.create != o.rev:
-		m.stop(o, fmt.Errorf("%w: stream %q: its owner key was deleted or replaced at revision %d", ErrNotOwner, stream, k.mod))
-	case o != nil && !picked:
-		m.g.log.Info("stream moves to another member", zap.String("stream", stream))
-		m.stop(o, nil)
-	case o != nil:
-	case k.create == 0 && picked:
-		return m.take(ctx, stream)
-	case k.create != 0 && k.lease == m.s.id() && picked:
-		m.start(ctx, stream, k.create)
-	case k.create != 0 && k.lease == m.s.id():
-		return m.release(ctx, stream, k.create)
-	}
-	return nil
-}
-
-// take creates stream's owner key under this member's lease if it does not
-// exist, and runs the stream if it did not. If it did, the watch brings it.
-func (m *member) take(ctx context.Context, stream string) error {
-	key := m.g.prefix + "owners/" + stream
-	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-	defer cancel()
-	resp, err := m.g.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, m.g.member, clientv3.WithLease(m.s.id()))).Commit()
-	if err != nil {
-		return fmt.Errorf("etcd: taking stream %q: %w", stream, err)
-	}
-	if resp.Succeeded {
-		m.v.own(stream, ownerKey{m.s.id(), resp.Header.Revision, resp.Header.Revision})
-		m.start(ctx, stream, resp.Header.Revision)
-	}
-	return nil
-}
-
-// release deletes stream's owner key if it is still the one created at rev.
-func (m *member) release(ctx context.Context, stream string, rev int64) error {
-	key := m.g.prefix + "owners/" + stream
-	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-	defer cancel()
-	resp, err := m.g.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).Commit()
-	if err != nil {
-		return fmt.Errorf("etcd: handing stream %q off: %w", stream, err)
-	}
-	if resp.Succeeded {
-		m.v.own(stream, ownerKey{mod: resp.Header.Revision})
-	}
-	return nil
-}
-
-// start runs stream, owned under the owner key created at rev.
-func (m *member) start(ctx context.Context, stream string, rev int64) {
-	// The run ends when the member stops it, never by ctx alone: every end
-	// has a reason.
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.runs[stream] = &ownership{rev: rev, cancel: cancel}
-	m.g.log.Info("owner", zap.String("stream", stream), zap.Int64("revision", rev))
-	m.g.emit(OwnerEvent{Stream: stream, Member: m.g.member, Owned: true})
-	go func() { m.ended <- ended{stream, m.own(rctx, stream, rev)} }()
-}
-
-// stop cancels the run of o; why is nil for a handoff.
-func (m *member) stop(o *ownership, why error) {
-	o.stopping, o.err = true, why
-	o.cancel()
-}
-
-// end takes note of a run that returned: it hands the stream off, or
-// reports it lost.
-func (m *member) end(ctx context.Context, e ended) error {
-	o := m.runs[e.stream]
-	delete(m.runs, e.stream)
-	if !o.stopping { // the run returned ErrNotOwner: the owner key is gone
-		o.err = e.err
-		m.v.own(e.stream, ownerKey{mod: o.rev})
-	}
-	m.g.emit(OwnerEvent{Stream: e.stream, Member: m.g.member, Err: o.err})
-	if o.err != nil {
-		m.g.log.Warn("stream lost", zap.String("stream", e.stream), zap.Error(o.err))
-		return m.reconcile(ctx, e.stream)
-	}
-	return m.release(ctx, e.stream, o.rev)
-}
-
-// own runs stream, and again after a backoff step each time the run
-// returns on its own, until ctx ends or the run returns an error matching
-// ErrNotOwner. Each run gets an Owner of its own, whose guard fails once the
-// run returned.
-func (m *member) own(ctx context.Context, stream string, rev int64) error {
-	seq := m.g.policy.NewSequence()
-	for {
-		o := &Owner{stream: stream, key: m.g.prefix + "owners/" + stream, rev: rev, s: m.s, g: m.g}
-		err := m.run(ctx, o)
-		o.ended.Store(true)
-		if ctx.Err() != nil || errors.Is(err, ErrNotOwner) {
-			return err
-		}
-		m.g.log.Warn("stream run returned; starting it again", zap.String("stream", stream), zap.Error(err))
-		delay, ok := seq.Next()
-		if !ok {
-			delay = m.g.ttl
-		}
-		if !sleep(ctx, delay) {
-			return err
-		}
-	}
-}
-
+// emit logs an ownership change and calls the owner hooks.
 func (g *Group) emit(e OwnerEvent) {
+	g.log.Info("ownership", zap.String("stream", e.Stream), zap.Bool("owned", e.Owned), zap.Error(e.Err))
 	for _, f := range g.hooks {
 		f(e)
 	}
 }
 
+// notOwner returns the error of an ownership of stream that ended for why.
+func notOwner(stream string, why error) error {
+	return fmt.Errorf("%w: stream %q: %w", ErrNotOwner, stream, why)
+}
+
 // sleep waits d or until ctx ends; it reports false when ctx ended.
 func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
 	case <-ctx.Done():
-		return false
 	}
+	return ctx.Err() == nil
 }
 
 // Owner is a member's ownership of one stream, handed to a [RunFunc]. Its
 // methods are safe for concurrent use.
 type Owner struct {
 	stream string
-	key    string // the owner key
-	rev    int64  // its create revision
+	rev    int64 // its owner key's create revision
 	s      *session
 	g      *Group
 	ended  atomic.Bool // the run returned: this ownership is over
@@ -564,20 +266,7 @@ func (o *Owner) Stream() string { return o.stream }
 // in every Save; put it in every other transaction written on the stream's
 // behalf, so that those writes are fenced too.
 func (o *Owner) Fence() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(o.key), "=", o.rev)
-}
-
-// check returns nil while the member's lease cannot have expired yet,
-// an error matching ErrNotOwner (marked Permanent) once it is known gone
-// or once the run this Owner was given has returned, or ctx's error.
-func (o *Owner) check(ctx context.Context) error {
-	if o.ended.Load() {
-		return errclass.Permanent(fmt.Errorf("%w: stream %q: its run returned", ErrNotOwner, o.stream))
-	}
-	if err := o.s.check(ctx); err != errLost {
-		return err
-	}
-	return errclass.Permanent(fmt.Errorf("%w: stream %q: %w", ErrNotOwner, o.stream, errLost))
+	return clientv3.Compare(clientv3.CreateRevision(o.g.prefix+"owners/"+o.stream), "=", o.rev)
 }
 
 // Guard returns handle preceded by a check of the member's lease: an event
@@ -590,7 +279,10 @@ func (o *Owner) check(ctx context.Context) error {
 // [errclass.Permanent]. The check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	return func(ctx context.Context, event T) error {
-		if err := o.check(ctx); err != nil {
+		if o.ended.Load() {
+			return errclass.Permanent(notOwner(o.stream, errors.New("its run returned")))
+		}
+		if err := o.s.check(ctx, o.stream); err != nil {
 			return err
 		}
 		return handle(ctx, event)

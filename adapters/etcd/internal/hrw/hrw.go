@@ -7,11 +7,8 @@ package hrw
 // names, separated by a zero byte, through the SplitMix64 finalizer. It is
 // the same in every process and every release.
 func Score(member, stream string) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
+	const prime = 1099511628211
+	h := uint64(14695981039346656037) // the FNV-1a offset basis
 	for i := 0; i < len(member); i++ {
 		h = (h ^ uint64(member[i])) * prime
 	}
@@ -19,23 +16,19 @@ func Score(member, stream string) uint64 {
 	for i := 0; i < len(stream); i++ {
 		h = (h ^ uint64(stream[i])) * prime
 	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // Pick returns the member of members with the highest score for stream (the
 // smallest name among equal scores), and false when members is empty.
 func Pick(stream string, members []string) (string, bool) {
-	best, bestScore, ok := "", uint64(0), false
-	for _, m := range members {
-		s := Score(m, stream)
-		if !ok || s > bestScore || (s == bestScore && m < best) {
-			best, bestScore, ok = m, s, true
+	best, top := "", uint64(0)
+	for i, m := range members {
+		if s := Score(m, stream); i == 0 || s > top || s == top && m < best {
+			best, top = m, s
 		}
 	}
-	return best, ok
+	return best, len(members) > 0
 }

@@ -45,3 +45,22 @@ func TestSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestScoreStable pins scores: every release must pick as the ones before.
+func TestScoreStable(t *testing.T) {
+	tests := []struct {
+		name, member, stream string
+		want                 uint64
+	}{
+		{name: "short", member: "w1", stream: "orders", want: 0x9c0a1afe3a71a0cf},
+		{name: "tenant", member: "worker-2", stream: "tenant-00042", want: 0x6afc18544558c9ba},
+		{name: "empty", member: "", stream: "", want: 0x25fc6dd36ce04b20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hrw.Score(tt.member, tt.stream); got != tt.want {
+				t.Errorf("Score(%q, %q) = %#x, want %#x", tt.member, tt.stream, got, tt.want)
+			}
+		})
+	}
+}
