@@ -202,14 +202,10 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	defer g.running.Store(false)
 	seq := g.policy.NewSequence()
 	for {
-		m := &member{Group: g, run: run, streams: slices.Clone(streams), offered: offered,
-			runs: map[string]*ownership{}, ended: make(chan ended, len(streams))}
-		lost, err := m.join(ctx, seq)
+		m := &member{Group: g, run: run, streams: slices.Clone(streams), runs: map[string]*ownership{}, ended: make(chan *ownership, len(streams))}
+		err := m.join(ctx, seq)
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
-		}
-		if lost {
-			seq.Reset() // a lease that lived is progress
 		}
 		delay, ok := seq.Next()
 		if !ok {
@@ -251,8 +247,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 type Owner struct {
 	stream string
 	rev    int64 // its owner key's create revision
-	s      *session
-	g      *Group
+	m      *member
 	ended  atomic.Bool // the run returned: this ownership is over
 }
 
@@ -266,7 +261,7 @@ func (o *Owner) Stream() string { return o.stream }
 // in every Save; put it in every other transaction written on the stream's
 // behalf, so that those writes are fenced too.
 func (o *Owner) Fence() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(o.g.prefix+"owners/"+o.stream), "=", o.rev)
+	return clientv3.Compare(clientv3.CreateRevision(o.m.prefix+"owners/"+o.stream), "=", o.rev)
 }
 
 // Guard returns handle preceded by a check of the member's lease: an event
@@ -282,7 +277,7 @@ func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) fun
 		if o.ended.Load() {
 			return errclass.Permanent(notOwner(o.stream, errors.New("its run returned")))
 		}
-		if err := o.s.check(ctx, o.stream); err != nil {
+		if err := o.m.s.check(ctx, o.stream); err != nil {
 			return err
 		}
 		return handle(ctx, event)
@@ -294,5 +289,5 @@ func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) fun
 // [Owner.Fence], so that once the stream has a new owner no Save of this
 // one lands.
 func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (*Store[C], error) {
-	return NewStore(o.g.client, o.g.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
+	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }

@@ -23,37 +23,35 @@ type member struct {
 	s       *session
 	run     RunFunc
 	streams []string
-	offered map[string]bool
 	members map[string]map[string]bool  // member → the streams it offers
 	owners  map[string]*mvccpb.KeyValue // stream → its owner key; CreateRevision 0 once deleted
 	runs    map[string]*ownership       // the streams this member runs
-	ended   chan ended                  // the runs that returned
+	ended   chan *ownership             // the runs that returned
 }
 
 // ownership is a stream this member runs, in a goroutine of its own.
 type ownership struct {
+	stream   string
 	rev      int64 // its owner key's create revision
 	cancel   context.CancelFunc
 	stopping bool  // cancel was called
 	err      error // why it ends: nil for a handoff
-}
-
-type ended struct {
-	stream string
-	err    error
+	result   error // what the run returned, set before it is sent on ended
 }
 
 // join runs the member's share of the streams under a new lease until ctx
-// ends or the lease is lost (lost true), then stops every run, waits for
-// them, and revokes the lease. A failed etcd request is retried after a
-// step of seq; once seq gives up, join returns the request's error.
-func (m *member) join(ctx context.Context, seq backoff.Sequence) (lost bool, err error) {
+// ends or the lease is lost (a lease that lived resets seq), then stops
+// every run, waits for them, and revokes the lease. A failed etcd request
+// is retried after a step of seq; once seq gives up, join returns the
+// request's error.
+func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
 	if m.s, err = newSession(ctx, m.client, m.ttl); err != nil {
-		return false, err
+		return err
 	}
 	m.log.Info("joined", zap.String("lease", fmt.Sprintf("%x", m.s.id)), zap.Duration("ttl", m.s.ttl))
-	err = m.serve(ctx, seq)
-	if lost = m.s.lost(); lost {
+	lost, err := m.serve(ctx, seq)
+	if lost {
+		seq.Reset()
 		err = fmt.Errorf("etcd: member %q: %w", m.member, errLost)
 	}
 	for s, o := range m.runs {
@@ -71,28 +69,29 @@ func (m *member) join(ctx context.Context, seq backoff.Sequence) (lost bool, err
 	for _, e := range events {
 		m.emit(e)
 	}
-	return lost, err
+	return err
 }
 
 // serve registers the member, reads and watches the member and owner keys,
 // and reconciles the streams each change concerns, until ctx ends or the
-// lease is lost. After a failure it reads again (if the watch failed) and
-// reconciles every stream.
-func (m *member) serve(ctx context.Context, seq backoff.Sequence) error {
+// lease is lost (lost true). After a failure it reads again (if the watch
+// failed) and reconciles every stream; once seq gives up, it returns the
+// failure.
+func (m *member) serve(ctx context.Context, seq backoff.Sequence) (lost bool, err error) {
 	ctx, cancel := context.WithCancel(ctx) // the watch ends with serve
 	defer cancel()
 	var watch clientv3.WatchChan // nil until the keys are read, and once it failed
 	retry := time.After(0)
 	for {
-		var err error
+		err = nil
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-m.s.done:
-			return nil
-		case e := <-m.ended:
-			m.emit(m.end(e))
-			err = m.reconcile(ctx, e.stream)
+			return true, nil
+		case o := <-m.ended:
+			m.emit(m.end(o))
+			err = m.reconcile(ctx, o.stream)
 		case wr, ok := <-watch:
 			var changed []string
 			for _, ev := range wr.Events {
@@ -117,33 +116,32 @@ func (m *member) serve(ctx context.Context, seq backoff.Sequence) error {
 		if (err != nil || watch == nil) && retry == nil {
 			delay, ok := seq.Next()
 			if !ok {
-				return err
+				return false, err
 			}
 			retry = time.After(delay)
 		}
 	}
 }
 
-// load puts the member key, reads the member and owner keys (side by side:
-// "members/" < "owners/"), and watches them from the next revision.
+// load puts the member key and reads the member and owner keys (side by
+// side: "members/" < "owners/") in one transaction, and watches them from
+// the next revision.
 func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 	from, to := m.prefix+"members/", clientv3.GetPrefixRangeEnd(m.prefix+"owners/")
-	if _, err := m.client.Put(ctx, from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)); err != nil {
-		return nil, fmt.Errorf("etcd: registering member %q: %w", m.member, err)
-	}
-	resp, err := m.client.Get(ctx, from, clientv3.WithRange(to))
+	resp, err := m.client.Txn(ctx).Then(clientv3.OpPut(from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)),
+		clientv3.OpGet(from, clientv3.WithRange(to))).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("etcd: reading the members and owners under %q: %w", m.prefix, err)
+		return nil, fmt.Errorf("etcd: registering member %q and reading the group: %w", m.member, err)
 	}
 	m.members, m.owners = map[string]map[string]bool{}, map[string]*mvccpb.KeyValue{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		m.apply(kv)
 	}
 	return m.client.Watch(ctx, from, clientv3.WithRange(to), clientv3.WithRev(resp.Header.Revision+1)), nil
 }
 
 // apply records a change of a member or owner key (a deletion has
-// CreateRevision 0), and returns the offered streams it concerns.
+// CreateRevision 0), and returns the streams it concerns.
 func (m *member) apply(kv *mvccpb.KeyValue) []string {
 	key := strings.TrimPrefix(string(kv.Key), m.prefix)
 	if name, ok := strings.CutPrefix(key, "members/"); ok {
@@ -154,18 +152,8 @@ func (m *member) apply(kv *mvccpb.KeyValue) []string {
 		return m.streams
 	}
 	stream := strings.TrimPrefix(key, "owners/")
-	m.note(stream, kv)
-	if !m.offered[stream] {
-		return nil
-	}
+	m.owners[stream] = kv
 	return []string{stream}
-}
-
-// note records kv as stream's owner key unless the view knows a later state.
-func (m *member) note(stream string, kv *mvccpb.KeyValue) {
-	if kv.ModRevision >= m.owners[stream].GetModRevision() {
-		m.owners[stream] = kv
-	}
 }
 
 // picked reports whether rendezvous hashing picks this member for stream
@@ -204,56 +192,43 @@ func (m *member) reconcile(ctx context.Context, streams ...string) error {
 			// The run ends when the member stops it, never by ctx alone:
 			// every end has a reason.
 			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			m.runs[s] = &ownership{rev: k.CreateRevision, cancel: cancel}
+			o = &ownership{stream: s, rev: k.CreateRevision, cancel: cancel}
+			m.runs[s] = o
 			m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
-			go func() { m.ended <- ended{s, m.keepRunning(rctx, s, k.CreateRevision)} }()
+			go func() { o.result = m.keepRunning(rctx, s, o.rev); m.ended <- o }()
 		case mine || k.GetCreateRevision() == 0 && picked:
-			if err := m.txn(ctx, s, k.GetCreateRevision()); err != nil {
-				return err
+			// Hand the stream off (delete its owner key if it is still the
+			// one created at rev) or take it (create the key if there is
+			// none). The watch brings the result.
+			key, rev := m.prefix+"owners/"+s, k.GetCreateRevision()
+			op := clientv3.OpDelete(key)
+			if rev == 0 {
+				op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
+			}
+			tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
+			_, err := m.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(op).Commit()
+			cancel()
+			if err != nil {
+				return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
 			}
 		}
 	}
 	return nil
 }
 
-// txn takes stream (rev 0: creates its owner key under the lease, if there
-// is none) or hands it off (deletes its owner key, if it is the one created
-// at rev), and on success reconciles the stream again. After a failed
-// comparison the watch brings the key.
-func (m *member) txn(ctx context.Context, stream string, rev int64) error {
-	key := m.prefix + "owners/" + stream
-	op := clientv3.OpDelete(key)
-	if rev == 0 {
-		op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
-	}
-	tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-	defer cancel()
-	resp, err := m.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(op).Commit()
-	if err != nil {
-		return fmt.Errorf("etcd: owner key of stream %q: %w", stream, err)
-	}
-	if !resp.Succeeded {
-		return nil
-	}
-	kv := &mvccpb.KeyValue{ModRevision: resp.Header.Revision}
-	if rev == 0 {
-		kv.CreateRevision, kv.Lease = kv.ModRevision, int64(m.s.id)
-	}
-	m.note(stream, kv)
-	return m.reconcile(ctx, stream)
-}
-
 // end takes note of a run that returned and returns its owner event. A run
-// that returned an error matching ErrNotOwner lost its owner key: the view
-// marks the key gone, so that the stream is not run again on its word.
-func (m *member) end(e ended) OwnerEvent {
-	o := m.runs[e.stream]
-	delete(m.runs, e.stream)
-	if o.err == nil && errors.Is(e.err, ErrNotOwner) {
-		o.err = e.err
-		m.note(e.stream, &mvccpb.KeyValue{ModRevision: o.rev})
+// that returned an error matching ErrNotOwner lost its owner key: unless
+// the view knows a later state, it marks the key deleted, so that the
+// stream is not run again on the view's word.
+func (m *member) end(o *ownership) OwnerEvent {
+	delete(m.runs, o.stream)
+	if o.err == nil && errors.Is(o.result, ErrNotOwner) {
+		o.err = o.result
+		if m.owners[o.stream].GetModRevision() <= o.rev {
+			m.owners[o.stream] = &mvccpb.KeyValue{ModRevision: o.rev}
+		}
 	}
-	return OwnerEvent{Stream: e.stream, Member: m.member, Err: o.err}
+	return OwnerEvent{Stream: o.stream, Member: m.member, Err: o.err}
 }
 
 // keepRunning runs stream, and again after a backoff step each time the run
@@ -263,7 +238,7 @@ func (m *member) end(e ended) OwnerEvent {
 func (m *member) keepRunning(ctx context.Context, stream string, rev int64) error {
 	seq := m.policy.NewSequence()
 	for {
-		o := &Owner{stream: stream, rev: rev, s: m.s, g: m.Group}
+		o := &Owner{stream: stream, rev: rev, m: m}
 		err := m.run(ctx, o)
 		o.ended.Store(true)
 		if ctx.Err() != nil || errors.Is(err, ErrNotOwner) {

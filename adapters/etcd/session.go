@@ -72,21 +72,16 @@ func (s *session) follow(replies <-chan *clientv3.LeaseKeepAliveResponse) {
 	}
 }
 
-// lost reports whether the lease is no longer kept alive.
-func (s *session) lost() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // check returns nil once the lease is known valid (at once in the usual
 // case, without allocating), an error matching ErrNotOwner (marked
 // Permanent) once it is known gone, or ctx's error.
 func (s *session) check(ctx context.Context, stream string) error {
-	for !s.lost() {
+	for {
+		select {
+		case <-s.done:
+			return errclass.Permanent(notOwner(stream, errLost))
+		default:
+		}
 		if int64(time.Since(s.start)) < s.deadline.Load() {
 			return nil
 		}
@@ -94,7 +89,6 @@ func (s *session) check(ctx context.Context, stream string) error {
 			return err
 		}
 	}
-	return errclass.Permanent(notOwner(stream, errLost))
 }
 
 // ask sends a TimeToLive and moves the deadline by its answer, or stops the

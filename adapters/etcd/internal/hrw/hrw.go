@@ -9,12 +9,10 @@ package hrw
 func Score(member, stream string) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037) // the FNV-1a offset basis
-	for i := 0; i < len(member); i++ {
-		h = (h ^ uint64(member[i])) * prime
-	}
-	h *= prime // the zero byte between the names
-	for i := 0; i < len(stream); i++ {
-		h = (h ^ uint64(stream[i])) * prime
+	for _, part := range [...]string{member, "\x00", stream} {
+		for i := 0; i < len(part); i++ {
+			h = (h ^ uint64(part[i])) * prime
+		}
 	}
 	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
 	h = (h ^ h>>27) * 0x94d049bb133111eb
