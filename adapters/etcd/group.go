@@ -71,8 +71,9 @@ func WithTTL(d time.Duration) GroupOption { return groupOption(func(c *groupConf
 // empty prefix makes NewGroup fail.
 func WithKeyPrefix(p string) GroupOption { return groupOption(func(c *groupConfig) { c.prefix = p }) }
 
-// WithLogger sets the logger: ownership changes at Info, failures at Warn.
-// Nil means zap.NewNop(), which is also the default.
+// WithLogger sets the logger: ownership changes at Info (a loss with its
+// reason), failures at Warn. Nil means zap.NewNop(), which is also the
+// default.
 func WithLogger(l *zap.Logger) GroupOption {
 	return groupOption(func(c *groupConfig) { c.log = cmp.Or(l, c.log) })
 }

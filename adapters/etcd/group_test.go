@@ -452,19 +452,13 @@ func TestGroupRunTwice(t *testing.T) {
 // errReplyLost is what lossyTxn returns after its transaction was applied.
 var errReplyLost = errors.New("test: the reply to the transaction was lost")
 
-// lossyKV applies every conditional transaction (a take or a handoff) and
-// then loses its reply, as a client whose context ends, or whose connection
-// drops, just after the server applied a Txn.
+// lossyKV applies every transaction and then loses its reply, as a client
+// whose context ends, or whose connection drops, just after the server
+// applied a Txn.
 type lossyKV struct{ clientv3.KV }
 
-func (k lossyKV) Txn(ctx context.Context) clientv3.Txn { return lossyIfTxn{k.KV.Txn(ctx)} }
+func (k lossyKV) Txn(ctx context.Context) clientv3.Txn { return lossyTxn{k.KV.Txn(ctx)} }
 
-// lossyIfTxn becomes a lossyTxn once it is given a condition.
-type lossyIfTxn struct{ clientv3.Txn }
-
-func (t lossyIfTxn) If(cs ...clientv3.Cmp) clientv3.Txn { return lossyTxn{t.Txn.If(cs...)} }
-
-// lossyTxn applies its transaction and then loses the reply.
 type lossyTxn struct{ clientv3.Txn }
 
 func (t lossyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return lossyTxn{t.Txn.If(cs...)} }

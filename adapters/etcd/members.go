@@ -31,12 +31,11 @@ type member struct {
 
 // ownership is a stream this member runs, in a goroutine of its own.
 type ownership struct {
-	stream   string
-	rev      int64 // its owner key's create revision
-	cancel   context.CancelFunc
-	stopping bool  // cancel was called
-	err      error // why it ends: nil for a handoff
-	result   error // what the run returned, set before it is sent on ended
+	stream string
+	rev    int64              // its owner key's create revision
+	cancel context.CancelFunc // stops the run; called again, it does nothing
+	err    error              // why it was stopped: nil for a handoff
+	result error              // what the run returned, set before it is sent on ended
 }
 
 // join runs the member's share of the streams under a new lease until ctx
@@ -58,7 +57,6 @@ func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
 		if lost && o.err == nil {
 			o.err = notOwner(s, errLost)
 		}
-		o.stopping = true
 		o.cancel()
 	}
 	var events []OwnerEvent
@@ -123,18 +121,21 @@ func (m *member) serve(ctx context.Context, seq backoff.Sequence) (lost bool, er
 	}
 }
 
-// load puts the member key and reads the member and owner keys (side by
-// side: "members/" < "owners/") in one transaction, and watches them from
-// the next revision.
+// load puts the member key, reads the member and owner keys (side by side:
+// "members/" < "owners/"), and watches them from the next revision. The
+// read follows the put by a round trip, so members started together see
+// each other before they take streams.
 func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 	from, to := m.prefix+"members/", clientv3.GetPrefixRangeEnd(m.prefix+"owners/")
-	resp, err := m.client.Txn(ctx).Then(clientv3.OpPut(from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)),
-		clientv3.OpGet(from, clientv3.WithRange(to))).Commit()
+	if _, err := m.client.Put(ctx, from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)); err != nil {
+		return nil, fmt.Errorf("etcd: registering member %q: %w", m.member, err)
+	}
+	resp, err := m.client.Get(ctx, from, clientv3.WithRange(to))
 	if err != nil {
-		return nil, fmt.Errorf("etcd: registering member %q and reading the group: %w", m.member, err)
+		return nil, fmt.Errorf("etcd: reading the members and owners under %q: %w", m.prefix, err)
 	}
 	m.members, m.owners = map[string]map[string]bool{}, map[string]*mvccpb.KeyValue{}
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range resp.Kvs {
 		m.apply(kv)
 	}
 	return m.client.Watch(ctx, from, clientv3.WithRange(to), clientv3.WithRev(resp.Header.Revision+1)), nil
@@ -152,8 +153,15 @@ func (m *member) apply(kv *mvccpb.KeyValue) []string {
 		return m.streams
 	}
 	stream := strings.TrimPrefix(key, "owners/")
-	m.owners[stream] = kv
+	m.note(stream, kv)
 	return []string{stream}
+}
+
+// note records kv as stream's owner key unless the view knows a later state.
+func (m *member) note(stream string, kv *mvccpb.KeyValue) {
+	if kv.ModRevision >= m.owners[stream].GetModRevision() {
+		m.owners[stream] = kv
+	}
 }
 
 // picked reports whether rendezvous hashing picks this member for stream
@@ -180,40 +188,49 @@ func (m *member) reconcile(ctx context.Context, streams ...string) error {
 		k, o, picked := m.owners[s], m.runs[s], m.picked(s)
 		mine := k.GetCreateRevision() != 0 && k.GetLease() == int64(m.s.id)
 		switch {
-		case o != nil && o.stopping:
 		case o != nil && k.GetCreateRevision() != o.rev:
-			o.stopping, o.err = true, notOwner(s, fmt.Errorf("its owner key was deleted or replaced at revision %d", k.GetModRevision()))
+			o.err = notOwner(s, fmt.Errorf("its owner key was deleted or replaced at revision %d", k.GetModRevision()))
 			o.cancel()
 		case o != nil && !picked:
-			o.stopping = true // a handoff
-			o.cancel()
-		case o != nil:
+			o.cancel() // a handoff, unless it was stopped for another reason
+		case o != nil: // running, or stopped and ending
 		case mine && picked:
-			// The run ends when the member stops it, never by ctx alone:
-			// every end has a reason.
-			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			o = &ownership{stream: s, rev: k.CreateRevision, cancel: cancel}
-			m.runs[s] = o
-			m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
-			go func() { o.result = m.keepRunning(rctx, s, o.rev); m.ended <- o }()
+			m.start(ctx, s, k.CreateRevision)
 		case mine || k.GetCreateRevision() == 0 && picked:
 			// Hand the stream off (delete its owner key if it is still the
 			// one created at rev) or take it (create the key if there is
-			// none). The watch brings the result.
+			// none). The view records a success at once (the watch brings
+			// it later); after a failed comparison, the watch brings the key.
 			key, rev := m.prefix+"owners/"+s, k.GetCreateRevision()
 			op := clientv3.OpDelete(key)
 			if rev == 0 {
 				op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
 			}
 			tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-			_, err := m.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(op).Commit()
+			resp, err := m.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(op).Commit()
 			cancel()
 			if err != nil {
 				return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
 			}
+			if r := resp.Header.Revision; resp.Succeeded && rev == 0 {
+				m.note(s, &mvccpb.KeyValue{Lease: int64(m.s.id), CreateRevision: r, ModRevision: r})
+				m.start(ctx, s, r)
+			} else if resp.Succeeded {
+				m.note(s, &mvccpb.KeyValue{ModRevision: r})
+			}
 		}
 	}
 	return nil
+}
+
+// start runs stream, owned under the owner key created at rev. The run ends
+// when the member stops it, never by ctx alone: every end has a reason.
+func (m *member) start(ctx context.Context, stream string, rev int64) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	o := &ownership{stream: stream, rev: rev, cancel: cancel}
+	m.runs[stream] = o
+	m.emit(OwnerEvent{Stream: stream, Member: m.member, Owned: true})
+	go func() { o.result = m.keepRunning(rctx, stream, rev); m.ended <- o }()
 }
 
 // end takes note of a run that returned and returns its owner event. A run
@@ -224,9 +241,7 @@ func (m *member) end(o *ownership) OwnerEvent {
 	delete(m.runs, o.stream)
 	if o.err == nil && errors.Is(o.result, ErrNotOwner) {
 		o.err = o.result
-		if m.owners[o.stream].GetModRevision() <= o.rev {
-			m.owners[o.stream] = &mvccpb.KeyValue{ModRevision: o.rev}
-		}
+		m.note(o.stream, &mvccpb.KeyValue{ModRevision: o.rev})
 	}
 	return OwnerEvent{Stream: o.stream, Member: m.member, Err: o.err}
 }
