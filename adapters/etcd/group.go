@@ -269,10 +269,11 @@ func (o *Owner) Fence() clientv3.Cmp {
 // is handed to handle only while the lease cannot have expired by the
 // process's own clock (asking etcd when that clock says it may have), so a
 // member paused past its lease handles nothing more once it resumes
-// (except the one event per stream whose check had passed before the
-// pause). Once the lease is known lost, or the run given o returned, the
-// returned function fails with an error matching [ErrNotOwner], marked
-// [errclass.Permanent]. The check allocates nothing.
+// (except the events whose check had passed before the pause: one per
+// stream, or up to n under stream.WithConcurrency(n)). Once the lease is
+// known lost, or the run given o returned, the returned function fails with
+// an error matching [ErrNotOwner], marked [errclass.Permanent]. It is safe
+// for concurrent use, and the check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	return func(ctx context.Context, event T) error {
 		if o.ended.Load() {

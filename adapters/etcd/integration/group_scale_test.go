@@ -154,7 +154,7 @@ func delta(before, after map[string]float64) string {
 type scaleMember struct {
 	client *clientv3.Client
 	cancel context.CancelFunc
-	done   chan error
+	done   chan error // closed once Run returned
 }
 
 func startScaleMember(t *testing.T, c *cluster.Cluster, name string, streams []string, counts *ownedCounts) *scaleMember {
@@ -168,9 +168,10 @@ func startScaleMember(t *testing.T, c *cluster.Cluster, name string, streams []s
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &scaleMember{client: cl, cancel: cancel, done: make(chan error, 1)}
+	m := &scaleMember{client: cl, cancel: cancel, done: make(chan error)}
 	go func() {
-		m.done <- g.Run(ctx, streams, func(ctx context.Context, o *etcd.Owner) error {
+		defer close(m.done)
+		_ = g.Run(ctx, streams, func(ctx context.Context, o *etcd.Owner) error {
 			<-ctx.Done()
 			return ctx.Err()
 		})
@@ -179,6 +180,8 @@ func startScaleMember(t *testing.T, c *cluster.Cluster, name string, streams []s
 	return m
 }
 
+// stop ends the member's Run and waits for it; it may be called more than
+// once.
 func (m *scaleMember) stop(t *testing.T) {
 	m.cancel()
 	select {
