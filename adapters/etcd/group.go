@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/resumable-go/resumable/backoff"
-	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 )
 
@@ -284,12 +283,4 @@ func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) fun
 		}
 		return handle(ctx, event)
 	}
-}
-
-// NewOwnerStore returns the [Store] of the stream o owns: its cursor at the
-// group's prefix + "cursors/" + the stream's name, every Save fenced by
-// [Owner.Fence], so that once the stream has a new owner no Save of this
-// one lands.
-func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (*Store[C], error) {
-	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }

@@ -273,3 +273,11 @@ func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, err
 	s.modRev, s.known, s.pending = resp.Header.Revision, true, s.pending[:0]
 	return nil, nil
 }
+
+// NewOwnerStore returns the [Store] of the stream o owns: its cursor at the
+// group's prefix + "cursors/" + the stream's name, every Save fenced by
+// [Owner.Fence], so that once the stream has a new owner no Save of this
+// one lands.
+func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (*Store[C], error) {
+	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
+}
