@@ -10,14 +10,14 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// Classifier returns the [errclass.Classifier] for the failures of a
-// [NewSource] watch and a [Store]: the markers of package errclass decide first (an
+// classifier returns the [errclass.Classifier] for the failures of a
+// watch and a Store: the markers of package errclass decide first (an
 // expired cursor, one of another history, a refused Save); an etcd or gRPC
 // error whose code says that retrying cannot help — PermissionDenied,
 // Unauthenticated, InvalidArgument — is [errclass.Fail]; anything else is
 // left to the default, which retries (no leader, an unreachable member, a
 // timeout).
-func Classifier() errclass.Classifier {
+func classifier() errclass.Classifier {
 	return errclass.Chain(errclass.Markers(), errclass.Func(classifyCode))
 }
 

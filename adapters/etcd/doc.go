@@ -7,10 +7,9 @@
 //
 // # Watching a prefix
 //
-// [NewResumer] builds a [stream.Resumer] over the keys under a prefix from
-// [NewSource] (the watch), [Extract] (the cursor of an [Event]),
-// [Classifier] (what an etcd failure means) and [Resync] (what to do when
-// the cursor was compacted away):
+// [NewResumer] builds a [stream.Resumer] over the keys under a prefix: the
+// watch, the cursor of an [Event], what an etcd failure means and what to do
+// when the cursor was compacted away:
 //
 //	r, err := etcd.NewResumer(client, "/orders/", store)
 //	err = r.Run(ctx, func(ctx context.Context, ev etcd.Event) error { … })
@@ -29,14 +28,14 @@
 //     current revision.
 //   - Progress notifications (the server's, every
 //     --watch-progress-notify-interval, 10 minutes by default) become
-//     [Progress] events, committed but never handled: a quiet prefix's cursor
+//     events committed but never handled: a quiet prefix's cursor
 //     keeps up with the revision, and is less likely to be compacted away.
 //   - Watches require a leader: a member cut off from its cluster cancels
 //     the watch, and the reopen goes to a member that has one.
-//   - A compacted cursor is [errclass.Expired]. With [Resync] (which
-//     NewResumer installs) the stream reads the prefix at the current
-//     revision, in pages, and delivers it between a [ResyncStart] and a
-//     [ResyncEnd] event, then continues after that revision. Deletions in
+//   - A compacted cursor is [errclass.Expired]. With the resync
+//     NewResumer installs, the stream reads the prefix at the current
+//     revision, in pages, and delivers it between a ResyncStart and a
+//     ResyncEnd marker, then continues after that revision. Deletions in
 //     the gap are not replayed: drop what the replay lacked.
 //   - Event.Key and Event.Value share memory with the watch response: copy
 //     them to keep them.

@@ -6,65 +6,32 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/cursor"
 )
 
-// EventType says what an [Event] is.
-type EventType uint8
-
-const (
-	// Put is a key created or updated. Key, Value, ModRevision,
-	// CreateRevision and Version are those of the key after the put.
-	Put EventType = iota + 1
-	// Delete is a key deleted (by a delete, a transaction or a lease that
-	// expired). Key and ModRevision (the revision of the deletion) are set;
-	// Value is empty.
-	Delete
-	// Progress is an etcd progress notification: nothing under the prefix
-	// changed up to the revision of its Cursor. Its cursor is committed and
-	// it is never handed to a handler ([Extract] reports it as
-	// [cursor.ProgressOnly]).
-	Progress
-	// ResyncStart opens a resync's replay, after the cursor expired
-	// (compacted, or of a replaced cluster): events may have been missed
-	// since the previous event, and
-	// the Put events up to the [ResyncEnd] are the state of the prefix as
-	// of the revision of its Cursor. Keys deleted in the gap are not
-	// replayed: drop what the replay lacks.
-	ResyncStart
-	// ResyncEnd closes a resync's replay; the stream continues with the
-	// changes after the revision of its Cursor.
-	ResyncEnd
-)
-
-// String returns the type's lower-case name.
-func (t EventType) String() string {
-	switch t {
-	case Put:
-		return "put"
-	case Delete:
-		return "delete"
-	case Progress:
-		return "progress"
-	case ResyncStart:
-		return "resync-start"
-	case ResyncEnd:
-		return "resync-end"
-	}
-	return "event-type(" + strconv.Itoa(int(t)) + ")"
-}
-
-// Event is one change under a watched prefix, or a progress notification, or
-// a resync marker (see [EventType]).
+// Event is one change under a watched prefix, or a marker around a resync's
+// replay.
 //
 // Key and Value share memory with the watch response they came from: copy
 // them to keep them beyond the handler call.
 type Event struct {
-	// Type says what the event is.
-	Type EventType
-	// Key is the key that changed (Put, Delete).
+	// Type is etcd's: [clientv3.EventTypePut] for a key created or updated
+	// (and for every key of a resync's replay), [clientv3.EventTypeDelete]
+	// for a key deleted (by a delete, a transaction or an expired lease).
+	Type mvccpb.Event_EventType
+	// ResyncStart marks the event that opens a resync's replay, after the
+	// cursor expired (compacted, or of a replaced cluster): events may have
+	// been missed, and the puts up to the ResyncEnd marker are the state of
+	// the prefix as of the revision of its Cursor. Keys deleted in the gap
+	// are not replayed: drop what the replay lacks. A marker has no key.
+	ResyncStart bool
+	// ResyncEnd marks the event that closes a resync's replay; the stream
+	// continues with the changes after the revision of its Cursor.
+	ResyncEnd bool
+	// Key is the key that changed.
 	Key []byte
 	// Value is the key's value after a Put.
 	Value []byte
@@ -80,6 +47,8 @@ type Event struct {
 	// Cursor is the position just after this event: resuming after it
 	// delivers the events that follow.
 	Cursor Cursor
+
+	progress bool // an etcd progress notification: committed, never handled
 }
 
 // Cursor is a position in the history of a watched prefix: after Index
@@ -98,7 +67,7 @@ type Event struct {
 // prefix. Use [Now] for a cursor at the current revision.
 //
 // A revision means something in one history only, so a Cursor also records
-// the ID of the cluster it was read from. A [NewSource] watch refuses to
+// the ID of the cluster it was read from. A [NewResumer] watch refuses to
 // resume a cursor in another cluster, or in one whose current revision is
 // below the cursor's (wiped, or restored from an older snapshot), with an
 // error matching [stream.ErrSourceChanged]; a Cursor without a cluster ID
@@ -115,11 +84,11 @@ type Cursor struct {
 	Cluster uint64 `json:"cluster,omitempty"`
 }
 
-// Compare orders cursors as cmp.Compare does: a negative number when a is
+// compare orders cursors as cmp.Compare does: a negative number when a is
 // before b, 0 when they are equal, a positive number when a is after b. A
 // whole revision (Index 0) comes after every partial position in it. The
 // cluster IDs are not compared: positions of two histories have no order.
-func Compare(a, b Cursor) int {
+func compare(a, b Cursor) int {
 	if c := cmp.Compare(a.Revision, b.Revision); c != 0 {
 		return c
 	}
@@ -153,11 +122,11 @@ func (c Cursor) watchFrom() (rev int64, skip int) {
 	return c.Revision, c.Index
 }
 
-// Extract is the [cursor.Extractor] for [Event]: an event's cursor is its
-// Cursor field, and a [Progress] event is reported as [cursor.ProgressOnly]
-// so that the stream commits it without handing it to the handler.
-func Extract(ev Event) (Cursor, error) {
-	if ev.Type == Progress {
+// extract is the [cursor.Extractor] for [Event]: an event's cursor is its
+// Cursor field, and a progress notification is [cursor.ProgressOnly], so
+// that the stream commits it without handing it to the handler.
+func extract(ev Event) (Cursor, error) {
+	if ev.progress {
 		return ev.Cursor, cursor.ProgressOnly
 	}
 	return ev.Cursor, nil

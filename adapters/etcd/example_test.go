@@ -40,7 +40,7 @@ func ExampleNewResumer() {
 		clientv3.OpDelete("/example/resumer/a"),
 	).Commit()
 
-	store := cursor.NewMemory(before) // or an etcd.Store, to survive restarts
+	store := cursor.NewMemory(before) // or etcd.NewStore, to survive restarts
 	r, err := etcd.NewResumer(client, "/example/resumer/", store)
 	if err != nil {
 		fmt.Println(err)
@@ -56,9 +56,9 @@ func ExampleNewResumer() {
 	})
 	fmt.Println("Run:", err)
 	// Output:
-	// put /example/resumer/a, event 1 of its revision
-	// put /example/resumer/b, event 1 of its revision
-	// delete /example/resumer/a, event 2 of its revision
+	// PUT /example/resumer/a, event 1 of its revision
+	// PUT /example/resumer/b, event 1 of its revision
+	// DELETE /example/resumer/a, event 2 of its revision
 	// Run: <nil>
 }
 

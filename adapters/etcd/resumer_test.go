@@ -107,7 +107,7 @@ func (c *breakingConn) Recv(ctx context.Context) (etcd.Event, error) {
 		return etcd.Event{}, errCut
 	}
 	ev, err := c.Conn.Recv(ctx)
-	if err == nil && ev.Type != etcd.Progress {
+	if err == nil && !etcd.IsProgress(ev) {
 		c.left--
 	}
 	return ev, err
@@ -173,7 +173,7 @@ func TestResumerResync(t *testing.T) {
 	err = r.Run(ctx, func(_ context.Context, ev etcd.Event) error {
 		events = append(events, summarize(ev))
 		switch {
-		case ev.Type == etcd.ResyncEnd:
+		case ev.ResyncEnd:
 			after = put(t, c, p+"e", "6")
 		case string(ev.Key) == p+"e":
 			return stream.ErrStop
@@ -186,13 +186,13 @@ func TestResumerResync(t *testing.T) {
 	id := clusterID(t, c)
 	at := etcd.Cursor{Revision: now, Cluster: id}
 	want := []got{
-		{Type: etcd.ResyncStart, Cursor: at},
-		{Type: etcd.Put, Key: p + "a", Value: "3", Rev: old + 2, Cursor: at},
-		{Type: etcd.Put, Key: p + "b", Value: "2", Rev: old + 1, Cursor: at},
-		{Type: etcd.Put, Key: p + "c", Value: "4", Rev: old + 3, Cursor: at},
-		{Type: etcd.Put, Key: p + "d", Value: "5", Rev: now, Cursor: at},
-		{Type: etcd.ResyncEnd, Cursor: at},
-		{Type: etcd.Put, Key: p + "e", Value: "6", Rev: after, Cursor: etcd.Cursor{Revision: after, Index: 1, Cluster: id}},
+		{Type: "resync-start", Cursor: at},
+		{Type: "put", Key: p + "a", Value: "3", Rev: old + 2, Cursor: at},
+		{Type: "put", Key: p + "b", Value: "2", Rev: old + 1, Cursor: at},
+		{Type: "put", Key: p + "c", Value: "4", Rev: old + 3, Cursor: at},
+		{Type: "put", Key: p + "d", Value: "5", Rev: now, Cursor: at},
+		{Type: "resync-end", Cursor: at},
+		{Type: "put", Key: p + "e", Value: "6", Rev: after, Cursor: etcd.Cursor{Revision: after, Index: 1, Cluster: id}},
 	}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -313,9 +313,9 @@ func TestResumerSourceChanged(t *testing.T) {
 	var keys []string
 	after := int64(0)
 	err = r.Run(ctx, func(_ context.Context, ev etcd.Event) error {
-		keys = append(keys, ev.Type.String()+" "+strings.TrimPrefix(string(ev.Key), p))
+		keys = append(keys, etcd.Kind(ev)+" "+strings.TrimPrefix(string(ev.Key), p))
 		switch {
-		case ev.Type == etcd.ResyncEnd:
+		case ev.ResyncEnd:
 			after = put(t, c, p+"c", "3")
 		case after != 0 && ev.ModRevision == after:
 			return stream.ErrStop

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -16,54 +15,28 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// source is the [stream.Source] that [NewSource] returns.
+// source is the [stream.Source] that newSource returns.
 type source struct {
 	w      clientv3.Watcher
 	kv     clientv3.KV // w when it is also a KV (a *clientv3.Client is); nil otherwise
 	prefix string
 }
 
-// NewSource returns a [stream.Source] that watches the keys under prefix
-// through w (a *clientv3.Client, or its Watcher). An empty prefix watches
-// every key. The Source is safe for concurrent use and starts no goroutine
-// of its own (the client's watcher runs the watch); its Recv returns as
-// soon as its ctx ends.
-//
-// Each Open watches from the revision its cursor asks for, with
-// clientv3.WithProgressNotify (the server's progress notifications become
-// [Progress] events, which move the cursor of a quiet prefix forward) and
-// clientv3.WithRequireLeader (a member that lost its leader cancels the
-// watch, and the reopen lands on a member that has one). A revision whose
-// events the cursor has partly handled is watched again from its start and
-// the handled ones are skipped (see [Cursor]).
-//
-// The connection's Recv returns the events one by one. It fails with an
-// error that matches rpctypes.ErrCompacted and is marked
-// [errclass.CursorExpired] when the revision to resume from was compacted,
-// with the watch's error (rpctypes.ErrNoLeader, say) when the server
-// cancelled the watch, and with an error marked [errclass.Permanent] once
-// the client is closed (Open too).
-//
-// Open and Recv fail with an error matching [stream.ErrSourceChanged] when
-// the cluster is not the history the cursor came from: another cluster ID,
-// or a current revision below one the cursor or the watch already saw (the
-// data was wiped, or restored from an older snapshot). When w is also a
-// clientv3.KV (a *clientv3.Client is), Open checks with one linearizable
-// read of the key named by the prefix (count only) before it watches, and a
-// watch that delivered nothing for 10 seconds checks again: etcd's client
-// silently re-opens a broken watch on whatever answers at the endpoint,
-// and a cluster behind the watch's revision sends it nothing. With a bare
-// Watcher only the cluster ID in the watch's responses is checked. A
-// cluster wiped or restored with the same flags (same ID) whose revision
-// already passed the cursor's cannot be told from the old one; see
-// docs/replaced-backend.md.
-func NewSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
+// newSource returns the Source of NewResumer: a watch of the keys under
+// prefix through w. When w is also a clientv3.KV (a *clientv3.Client is),
+// Open checks the cluster with one linearizable read of the key named by
+// the prefix (count only) before it watches, and a watch that delivered
+// nothing for probeEvery checks again: etcd's client silently re-opens a
+// broken watch on whatever answers at the endpoint, and a cluster behind
+// the watch's revision sends it nothing. With a bare Watcher only the
+// cluster ID in the watch's responses is checked.
+func newSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
 	kv, _ := w.(clientv3.KV)
 	return &source{w: w, kv: kv, prefix: prefix}
 }
 
 // Open starts a watch of the events strictly after cursor after, once the
-// cluster shows the history after came from (see [NewSource]). The watch
+// cluster shows the history after came from (see newSource). The watch
 // lives until the connection is closed or ctx ends.
 func (s *source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
@@ -155,7 +128,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			}
 			c.last = Cursor{Revision: c.rev, Index: c.idx, Cluster: c.cluster}
 			out := Event{
-				Type:           Put,
+				Type:           ev.Type,
 				Key:            ev.Kv.Key,
 				Value:          ev.Kv.Value,
 				ModRevision:    ev.Kv.ModRevision,
@@ -163,9 +136,6 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				Version:        ev.Kv.Version,
 				Lease:          ev.Kv.Lease,
 				Cursor:         c.last,
-			}
-			if ev.Type == mvccpb.DELETE {
-				out.Type = Delete
 			}
 			return out, nil
 		}
@@ -183,11 +153,11 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			// behind the revision this watch started at could report less:
 			// never move the cursor back.
 			p := Cursor{Revision: resp.Header.GetRevision(), Cluster: c.cluster}
-			if Compare(p, c.last) <= 0 {
+			if compare(p, c.last) <= 0 {
 				continue
 			}
 			c.last = p
-			return Event{Type: Progress, Cursor: p}, nil
+			return Event{Cursor: p, progress: true}, nil
 		}
 		c.events = resp.Events
 	}

@@ -17,30 +17,8 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// Store is a [cursor.Store] that keeps one stream's cursor in one etcd key,
-// encoded by a [cursor.Codec]. Make one with [NewStore], or with
-// [NewOwnerStore] for a stream run by a [Group]. It is safe for concurrent
-// use.
-//
-// Save is a compare-and-set: a transaction that writes the key only if it
-// has not been written since this Store read it (Load) or wrote it (Save),
-// and only if every fence condition ([WithFence]) holds. A Save whose fence
-// failed returns an error matching [ErrNotOwner]; one that found the key
-// changed returns an error matching [ErrCursorChanged]. Both are marked
-// [errclass.Permanent], and both leave the key as it was. A Save that fails
-// any other way (etcd unreachable, no leader) is retried by a stream, and
-// also leaves the key as it was or writes it whole: a transaction is all or
-// nothing.
-//
-// The Store remembers the cluster ID and the highest revision that etcd's
-// replies reported to it. A Load or Save whose reply shows another cluster
-// ID, or a lower revision (the data was wiped, or restored from an older
-// snapshot), fails with an error matching [stream.ErrSourceChanged], marked
-// [errclass.Permanent]: what the Store read or wrote belongs to another
-// history, so neither its compare-and-set nor its fence means anything
-// there. A Save may already have written its cursor when its reply shows
-// it. A new Store learns the cluster afresh.
-type Store[C any] struct {
+// kvStore is the cursor.Store of NewStore.
+type kvStore[C any] struct {
 	kv      clientv3.KV
 	key     string
 	codec   cursor.Codec[C]
@@ -61,7 +39,7 @@ type Store[C any] struct {
 // another writer's.
 const maxPending = 32
 
-var _ cursor.Store[int] = (*Store[int])(nil)
+var _ cursor.Store[int] = (*kvStore[int])(nil)
 
 // StoreOption configures [NewStore].
 type StoreOption interface {
@@ -102,11 +80,33 @@ func WithTimeout(d time.Duration) StoreOption {
 	})
 }
 
-// NewStore returns a Store that keeps its cursor at key through kv (a
-// *clientv3.Client, or its KV). Load returns initial while the key does not
-// exist. It returns an error matching [stream.ErrInvalidOption] for a nil
-// kv or codec or an empty key.
-func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
+// NewStore returns a [cursor.Store] that keeps one stream's cursor at key
+// through kv (a *clientv3.Client, or its KV), encoded by codec; Load
+// returns initial while the key does not exist. [NewOwnerStore] makes one
+// for a stream run by a [Group]. The Store is safe for concurrent use.
+//
+// Save is a compare-and-set: a transaction that writes the key only if it
+// has not been written since the Store read it (Load) or wrote it (Save),
+// and only if every fence condition ([WithFence]) holds. A Save whose fence
+// failed returns an error matching [ErrNotOwner]; one that found the key
+// changed returns an error matching [ErrCursorChanged]. Both are marked
+// [errclass.Permanent], and both leave the key as it was. A Save that fails
+// any other way (etcd unreachable, no leader) is retried by a stream, and
+// also leaves the key as it was or writes it whole: a transaction is all or
+// nothing.
+//
+// The Store remembers the cluster ID and the highest revision that etcd's
+// replies reported to it. A Load or Save whose reply shows another cluster
+// ID, or a lower revision (the data was wiped, or restored from an older
+// snapshot), fails with an error matching [stream.ErrSourceChanged], marked
+// [errclass.Permanent]: what the Store read or wrote belongs to another
+// history, so neither its compare-and-set nor its fence means anything
+// there. A Save may already have written its cursor when its reply shows
+// it. A new Store learns the cluster afresh.
+//
+// NewStore returns an error matching [stream.ErrInvalidOption] for a nil kv
+// or codec, an empty key or a bad option.
+func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (cursor.Store[C], error) {
 	switch {
 	case kv == nil:
 		return nil, invalid("etcd: NewStore: the KV is nil")
@@ -124,11 +124,11 @@ func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial 
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	return &Store[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
+	return &kvStore[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
 }
 
 // bound applies the Store's timeout to ctx.
-func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *kvStore[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
 		return ctx, func() {}
 	}
@@ -140,7 +140,7 @@ func (s *Store[C]) bound(ctx context.Context) (context.Context, context.CancelFu
 // marked [errclass.Permanent]: an operator has to repair the key, or delete
 // it to start over from the initial cursor. The read is linearizable: it
 // sees every Save that returned before it started.
-func (s *Store[C]) Load(ctx context.Context) (C, error) {
+func (s *kvStore[C]) Load(ctx context.Context) (C, error) {
 	var zero C
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -177,7 +177,7 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 // therefore looks at what it holds: if it is what one of the Saves that
 // failed since tried to write (the last 32 of them), that write was this
 // Store's own, and the Save goes on from it.
-func (s *Store[C]) Save(ctx context.Context, c C) error {
+func (s *kvStore[C]) Save(ctx context.Context, c C) error {
 	data, err := s.codec.Encode(c)
 	if err != nil {
 		return errclass.Permanent(fmt.Errorf("etcd: encoding the cursor for %q: %w", s.key, err))
@@ -196,7 +196,7 @@ func (s *Store[C]) Save(ctx context.Context, c C) error {
 }
 
 // wrote reports whether data is what a Save that failed tried to write.
-func (s *Store[C]) wrote(data []byte) bool {
+func (s *kvStore[C]) wrote(data []byte) bool {
 	for _, p := range s.pending {
 		if bytes.Equal(p, data) {
 			return true
@@ -206,7 +206,7 @@ func (s *Store[C]) wrote(data []byte) bool {
 }
 
 // remember records data as a write etcd may have applied.
-func (s *Store[C]) remember(data []byte) {
+func (s *kvStore[C]) remember(data []byte) {
 	if s.wrote(data) {
 		return
 	}
@@ -219,7 +219,7 @@ func (s *Store[C]) remember(data []byte) {
 // observe checks a reply's header against the replies before it: in one
 // history a linearizable read or a write never reports a lower revision,
 // and the cluster ID never changes. It learns the cluster on the first.
-func (s *Store[C]) observe(h *etcdserverpb.ResponseHeader) error {
+func (s *kvStore[C]) observe(h *etcdserverpb.ResponseHeader) error {
 	if h == nil {
 		return nil
 	}
@@ -240,7 +240,7 @@ func (s *Store[C]) observe(h *etcdserverpb.ResponseHeader) error {
 
 // save tries one compare-and-set of data. When the key changed since this
 // Store last saw it, it returns the key as it is now with the error.
-func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, error) {
+func (s *kvStore[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, error) {
 	// The fence guards a compare-and-set of the key: a failed fence shows
 	// as the outer transaction failing, a changed key as the inner one.
 	put := clientv3.OpPut(s.key, string(data))
@@ -274,10 +274,11 @@ func (s *Store[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, err
 	return nil, nil
 }
 
-// NewOwnerStore returns the [Store] of the stream o owns: its cursor at the
+// NewOwnerStore returns the [cursor.Store] of the stream o owns (see
+// [NewStore]): its cursor at the
 // group's prefix + "cursors/" + the stream's name, every Save fenced by
 // [Owner.Fence], so that once the stream has a new owner no Save of this
 // one lands.
-func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (*Store[C], error) {
+func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (cursor.Store[C], error) {
 	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }

@@ -30,7 +30,7 @@ func get(t *testing.T, c *clientv3.Client, key string) (string, bool) {
 	return string(resp.Kvs[0].Value), true
 }
 
-func newStore(t *testing.T, c *clientv3.Client, key string, opts ...etcd.StoreOption) *etcd.Store[etcd.Cursor] {
+func newStore(t *testing.T, c *clientv3.Client, key string, opts ...etcd.StoreOption) cursor.Store[etcd.Cursor] {
 	t.Helper()
 	s, err := etcd.NewStore(c, key, etcd.CursorCodec(), etcd.Cursor{Revision: 7}, opts...)
 	if err != nil {

@@ -38,11 +38,11 @@ func work(ctx context.Context, client *clientv3.Client, cfg config, out *lines, 
 		}
 		st.printf("owner %s", name)
 		err = r.Run(ctx, etcd.Guard(o, func(_ context.Context, ev etcd.Event) error {
-			switch ev.Type {
-			case etcd.Put, etcd.Delete:
-				return out.handled(name, ev.Key, ev.ModRevision)
-			case etcd.ResyncStart:
+			switch {
+			case ev.ResyncStart:
 				st.printf("resync %s at revision %d", name, ev.Cursor.Revision)
+			case !ev.ResyncEnd:
+				return out.handled(name, ev.Key, ev.ModRevision)
 			}
 			return nil
 		}))

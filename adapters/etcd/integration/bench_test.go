@@ -59,7 +59,7 @@ func BenchmarkClusterResumer(b *testing.B) {
 				write(0, tc.perRev)
 				b.ResetTimer()
 			}
-			r, err := stream.New(etcd.NewSource(c.Client(b), prefix), etcd.Extract, cursor.NewMemory(etcd.Cursor{Revision: start}))
+			r, err := etcd.NewResumer(c.Client(b), prefix, cursor.NewMemory(etcd.Cursor{Revision: start}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -25,29 +25,29 @@ import (
 // keep the cluster ID (it derives from the peer URLs and the token); the
 // revision, below the cursors', is what gives them away.
 
-// counting counts a Source's Opens, failed ones included.
-type counting struct {
-	stream.Source[etcd.Event, etcd.Cursor]
-	opens atomic.Int64
-}
+// counting counts the Opens of a Resumer, refused ones included.
+type counting struct{ opens atomic.Int64 }
 
-func (c *counting) Open(ctx context.Context, after etcd.Cursor) (stream.Conn[etcd.Event], error) {
-	c.opens.Add(1)
-	return c.Source.Open(ctx, after)
-}
-
-// newCounted returns a Resumer over prefix with NewResumer's parts (with
-// Resync only when resync is set), and its counted Source.
+// newCounted returns NewResumer's Resumer over prefix (without its resync
+// unless resync is set) and its count of Opens.
 func newCounted(t *testing.T, cl *clientv3.Client, prefix string, store cursor.Store[etcd.Cursor], resync bool, hooks stream.Hooks[etcd.Cursor]) (*stream.Resumer[etcd.Event, etcd.Cursor], *counting) {
 	t.Helper()
-	src := &counting{Source: etcd.NewSource(cl, prefix)}
-	opts := []stream.Option{stream.WithClassifier(etcd.Classifier()), stream.WithCursorOrder(etcd.Compare), stream.WithHooks(hooks)}
-	if resync {
-		opts = append(opts, stream.WithResync(etcd.Resync(cl, prefix, 0)))
+	src := &counting{}
+	count := stream.Hooks[etcd.Cursor]{
+		OnConnect: func(stream.ConnectEvent[etcd.Cursor]) { src.opens.Add(1) },
+		OnDisconnect: func(ev stream.DisconnectEvent[etcd.Cursor]) {
+			if !ev.Opened {
+				src.opens.Add(1)
+			}
+		},
 	}
-	r, err := stream.New(src, etcd.Extract, store, opts...)
+	opts := []stream.Option{stream.WithHooks(hooks), stream.WithHooks(count)}
+	if !resync {
+		opts = append(opts, stream.WithResync[etcd.Event, etcd.Cursor](nil))
+	}
+	r, err := etcd.NewResumer(cl, prefix, store, opts...)
 	if err != nil {
-		t.Fatalf("New() = %v", err)
+		t.Fatalf("NewResumer() = %v", err)
 	}
 	return r, src
 }
@@ -138,9 +138,9 @@ func (s *resyncing) run(ctx context.Context) {
 	s.err = s.r.Run(ctx, func(ctx context.Context, ev etcd.Event) error {
 		key := strings.TrimPrefix(string(ev.Key), s.prefix)
 		switch {
-		case ev.Type == etcd.ResyncStart:
+		case ev.ResyncStart:
 			inReplay = true
-		case ev.Type == etcd.ResyncEnd:
+		case ev.ResyncEnd:
 			inReplay = false
 		case inReplay:
 			s.replay = append(s.replay, key)
@@ -196,7 +196,7 @@ func checkStopsAtFirstOpen(t *testing.T, cl *clientv3.Client, prefix string, cur
 
 // checkStoreRefuses checks that a Store that read and wrote the cluster
 // before it was replaced refuses both now.
-func checkStoreRefuses(t *testing.T, s *etcd.Store[etcd.Cursor], cur etcd.Cursor) {
+func checkStoreRefuses(t *testing.T, s cursor.Store[etcd.Cursor], cur etcd.Cursor) {
 	t.Helper()
 	ctx := ctxFor(t)
 	if err := s.Save(ctx, cur); !errors.Is(err, stream.ErrSourceChanged) {
@@ -208,7 +208,7 @@ func checkStoreRefuses(t *testing.T, s *etcd.Store[etcd.Cursor], cur etcd.Cursor
 }
 
 // savedStore returns a Store at key that read the cluster and wrote cur.
-func savedStore(t *testing.T, cl *clientv3.Client, key string, cur etcd.Cursor) *etcd.Store[etcd.Cursor] {
+func savedStore(t *testing.T, cl *clientv3.Client, key string, cur etcd.Cursor) cursor.Store[etcd.Cursor] {
 	t.Helper()
 	s, err := etcd.NewStore(cl, key, etcd.CursorCodec(), etcd.Cursor{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
 	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -56,7 +57,7 @@ func TestTxnCut(t *testing.T) {
 		ctx := ctxFor(t)
 		first := c.Client(t, c.Endpoint(0))
 		keys, rev := txn50(t, first, "/cut/stop/")
-		newStore := func(cl *clientv3.Client) *etcd.Store[etcd.Cursor] {
+		newStore := func(cl *clientv3.Client) cursor.Store[etcd.Cursor] {
 			s, err := etcd.NewStore(cl, "/cut/stop-cursor", etcd.CursorCodec(), etcd.Cursor{Revision: rev - 1})
 			if err != nil {
 				t.Fatalf("NewStore() = %v", err)
@@ -80,7 +81,7 @@ func TestTxnCut(t *testing.T) {
 		}
 		second := c.Client(t, c.Endpoint(2)) // another member
 		saved, err := newStore(second).Load(ctx)
-		if err != nil || etcd.Compare(saved, etcd.Cursor{Revision: rev, Index: 10}) != 0 {
+		if err != nil || compareCursors(saved, etcd.Cursor{Revision: rev, Index: 10}) != 0 {
 			t.Fatalf("saved cursor = %v, %v; want %v", saved, err, etcd.Cursor{Revision: rev, Index: 10})
 		}
 		r2, err := etcd.NewResumer(second, "/cut/stop/", newStore(second))
@@ -156,7 +157,7 @@ func TestTxnCut(t *testing.T) {
 		if failed == 0 || len(opens) < 2 || !cmp.Equal(want, opens[:2], cmpopts.IgnoreFields(etcd.Cursor{}, "Cluster")) {
 			t.Errorf("opened after %v with %d failed saves, want a reopen after %v", opens, failed, want[1])
 		}
-		if saved, err := store.Load(ctx); err != nil || etcd.Compare(saved, etcd.Cursor{Revision: rev, Index: 50}) != 0 {
+		if saved, err := store.Load(ctx); err != nil || compareCursors(saved, etcd.Cursor{Revision: rev, Index: 50}) != 0 {
 			t.Errorf("saved cursor = %v, %v; want %v", saved, err, etcd.Cursor{Revision: rev, Index: 50})
 		}
 	})
@@ -217,12 +218,12 @@ func TestCompactionPastCursor(t *testing.T) {
 		replay []string    // the resync's puts
 		after  []event     // the changes after the resync
 		at     etcd.Cursor // the resync's revision
-		marks  []etcd.EventType
+		marks  []string
 	)
 	err = r2.Run(ctx, func(_ context.Context, ev etcd.Event) error {
 		switch {
-		case ev.Type == etcd.ResyncStart || ev.Type == etcd.ResyncEnd:
-			marks = append(marks, ev.Type)
+		case ev.ResyncStart || ev.ResyncEnd:
+			marks = append(marks, map[bool]string{true: "start", false: "end"}[ev.ResyncStart])
 			at = ev.Cursor
 		case len(marks) == 1:
 			replay = append(replay, fmt.Sprintf("%s@%d", ev.Key, ev.ModRevision))
@@ -238,7 +239,7 @@ func TestCompactionPastCursor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
-	if diff := cmp.Diff([]etcd.EventType{etcd.ResyncStart, etcd.ResyncEnd}, marks); diff != "" {
+	if diff := cmp.Diff([]string{"start", "end"}, marks); diff != "" {
 		t.Fatalf("markers (-want +got):\n%s", diff)
 	}
 	state, err := cl.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(at.Revision))

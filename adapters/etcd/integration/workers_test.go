@@ -238,7 +238,7 @@ func TestPausedOwner(t *testing.T) {
 	events := history(t, cl, "/streams/", 1)
 	f.awaitHandled(events)
 	checkMonotonic(t, cl, streams)
-	if final := awaitCursor(t, cl, "s"); etcd.Compare(final, committed) < 0 {
+	if final := awaitCursor(t, cl, "s"); compareCursors(final, committed) < 0 {
 		t.Errorf("final cursor %v is before the successor's first commit %v", final, committed)
 	}
 	f.terminate("a")

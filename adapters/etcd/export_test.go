@@ -1,0 +1,29 @@
+package etcd
+
+import "strings"
+
+// The building blocks of NewResumer, for the package's tests.
+var (
+	NewSource  = newSource
+	Extract    = extract
+	Compare    = compare
+	Classifier = classifier
+	Resync     = resync
+)
+
+// IsProgress reports whether ev is a progress notification.
+func IsProgress(ev Event) bool { return ev.progress }
+
+// Kind names what ev is: "put", "delete", "progress", "resync-start" or
+// "resync-end".
+func Kind(ev Event) string {
+	switch {
+	case ev.progress:
+		return "progress"
+	case ev.ResyncStart:
+		return "resync-start"
+	case ev.ResyncEnd:
+		return "resync-end"
+	}
+	return strings.ToLower(ev.Type.String())
+}
