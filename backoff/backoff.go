@@ -56,9 +56,6 @@ func Constant(d time.Duration) Policy {
 	return funcPolicy(func() cbackoff.BackOff { return cbackoff.NewConstantBackOff(d) })
 }
 
-// None returns a policy that never waits and never gives up.
-func None() Policy { return Constant(0) }
-
 // Default returns the policy a stream uses when none is given: jittered
 // exponential, starting at 500ms (±50%), growing 1.5× per failure, no step
 // above 30s (jitter included), with no limit on attempts or elapsed time.

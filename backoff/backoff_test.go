@@ -29,7 +29,7 @@ func TestConstantAndNone(t *testing.T) {
 	}{
 		{name: "constant", policy: backoff.Constant(3 * time.Second), want: 3 * time.Second},
 		{name: "negative constant is zero", policy: backoff.Constant(-time.Second), want: 0},
-		{name: "none", policy: backoff.None(), want: 0},
+		{name: "none", policy: backoff.Constant(0), want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

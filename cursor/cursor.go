@@ -22,22 +22,6 @@ type Extractor[T, C any] func(event T) (C, error)
 //lint:ignore ST1012 a signal like fs.SkipDir, not a failure; the name is part of the API
 var ProgressOnly = errors.New("cursor: progress-only event")
 
-// WithProgress returns an Extractor that reports every event for which
-// progress returns true as [ProgressOnly], with the cursor extract returns for
-// it. Events for which progress returns false are passed through unchanged.
-// A nil progress returns extract itself.
-func WithProgress[T, C any](extract Extractor[T, C], progress func(event T) bool) Extractor[T, C] {
-	if progress == nil || extract == nil {
-		return extract
-	}
-	return func(event T) (C, error) {
-		c, err := extract(event)
-		if err == nil && progress(event) {
-			return c, ProgressOnly
-		}
-		return c, err
-	}
-}
 
 // Store keeps the cursor to resume after. The stream calls Load once when it
 // starts and Save after handled events (how often depends on the stream's

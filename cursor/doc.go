@@ -12,8 +12,7 @@
 //     stream; it must not block and should not allocate.
 //   - An Extractor signals a progress-only event (a Kubernetes bookmark, an
 //     etcd progress notification, an SSE heartbeat that carries an id) by
-//     returning its cursor together with [ProgressOnly]; [WithProgress]
-//     builds such an extractor from a predicate.
+//     returning its cursor together with [ProgressOnly].
 //   - A Store is what survives: the cursor in it is never ahead of what the
 //     handler finished, and a failed Save leaves the previous cursor. [Memory]
 //     keeps it in memory.

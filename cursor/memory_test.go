@@ -7,9 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/resumable-go/resumable/cursor"
 )
 
@@ -86,67 +83,6 @@ func TestMemoryConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-}
-
-type event struct {
-	rv       string
-	bookmark bool
-}
-
-func TestWithProgress(t *testing.T) {
-	errBad := errors.New("bad event")
-	extract := func(e event) (string, error) {
-		if e.rv == "" {
-			return "", errBad
-		}
-		return e.rv, nil
-	}
-	isBookmark := func(e event) bool { return e.bookmark }
-	type result struct {
-		Cursor   string
-		Progress bool
-		Err      error
-	}
-	tests := []struct {
-		name     string
-		progress func(event) bool
-		event    event
-		want     result
-	}{
-		{name: "normal event", progress: isBookmark, event: event{rv: "5"}, want: result{Cursor: "5"}},
-		{name: "bookmark", progress: isBookmark, event: event{rv: "6", bookmark: true}, want: result{Cursor: "6", Progress: true, Err: cursor.ProgressOnly}},
-		{name: "extract error wins", progress: isBookmark, event: event{bookmark: true}, want: result{Err: errBad}},
-		{name: "nil progress passes through", progress: nil, event: event{rv: "7", bookmark: true}, want: result{Cursor: "7"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := cursor.WithProgress(extract, tt.progress)(tt.event)
-			got := result{Cursor: c, Progress: errors.Is(err, cursor.ProgressOnly), Err: err}
-			if diff := cmp.Diff(tt.want, got, cmpopts.EquateErrors()); diff != "" {
-				t.Errorf("extract(%+v) mismatch (-want +got):\n%s", tt.event, diff)
-			}
-		})
-	}
-}
-
-func TestWithProgressNilExtract(t *testing.T) {
-	if got := cursor.WithProgress[event, string](nil, func(event) bool { return true }); got != nil {
-		t.Errorf("WithProgress(nil, progress) = non-nil, want nil")
-	}
-}
-
-func TestWithProgressNotCalledOnError(t *testing.T) {
-	called := false
-	extract := cursor.WithProgress(
-		func(event) (string, error) { return "", errors.New("no cursor") },
-		func(event) bool { called = true; return true },
-	)
-	if _, err := extract(event{}); err == nil || errors.Is(err, cursor.ProgressOnly) {
-		t.Errorf("extract() = %v, want the extractor's error", err)
-	}
-	if called {
-		t.Errorf("progress was called for an event the extractor rejected")
-	}
 }
 
 func TestProgressOnlyWrapped(t *testing.T) {

@@ -57,8 +57,8 @@ func BenchmarkPoisonedStream(b *testing.B) {
 			return err
 		}
 		r, err := stream.New(stream.Pages(fetch), extract, cursor.NewMemory[int64](0),
-			stream.WithBackoff(backoff.None()),
-			stream.WithHandlerRetry(3, backoff.None()),
+			stream.WithBackoff(backoff.Constant(0)),
+			stream.WithHandlerRetry(3, backoff.Constant(0)),
 			stream.WithDeadLetter(park))
 		if err != nil {
 			b.Fatal(err)

@@ -191,8 +191,8 @@ func TestCrashChild(t *testing.T) {
 	}
 	src := streamtest.NewSource(make([]int, crashEvents))
 	r, err := stream.New(src, streamtest.Extract[int], store,
-		stream.WithBackoff(backoff.None()),
-		stream.WithHandlerRetry(3, backoff.None()),
+		stream.WithBackoff(backoff.Constant(0)),
+		stream.WithHandlerRetry(3, backoff.Constant(0)),
 		stream.WithDeadLetter(park))
 	if err != nil {
 		t.Fatal(err)

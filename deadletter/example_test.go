@@ -34,7 +34,7 @@ func Example() {
 	}
 	src := streamtest.NewSource([]string{"alice", "mallory", "bob"})
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithHandlerRetry(3, backoff.None()),
+		stream.WithHandlerRetry(3, backoff.Constant(0)),
 		stream.WithDeadLetter(dl.Park))
 	if err != nil {
 		fmt.Println(err)

@@ -41,7 +41,7 @@ func TestStreamStopsWhenParkFails(t *testing.T) {
 	closed := mustOpen(t, path)
 	mustClose(t, closed)
 	r, err := stream.New(src, streamtest.Extract[string], store,
-		stream.WithBackoff(backoff.None()), stream.WithDeadLetter(closed.Park))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithDeadLetter(closed.Park))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestStreamStopsWhenParkFails(t *testing.T) {
 
 	f := mustOpen(t, path)
 	r, err = stream.New(src, streamtest.Extract[string], store,
-		stream.WithBackoff(backoff.None()), stream.WithDeadLetter(f.Park))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithDeadLetter(f.Park))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +93,10 @@ func TestStreamConcurrentParks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "parked.jsonl")
 	f := mustOpen(t, path)
 	r, err := stream.New(streamtest.NewSource(log), streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()),
+		stream.WithBackoff(backoff.Constant(0)),
 		stream.WithConcurrency(4),
 		stream.WithOrderKey(func(e event) int64 { return e.Seq % 8 }),
-		stream.WithHandlerRetry(3, backoff.None()),
+		stream.WithHandlerRetry(3, backoff.Constant(0)),
 		stream.WithDeadLetter(f.Park))
 	if err != nil {
 		t.Fatal(err)

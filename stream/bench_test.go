@@ -67,7 +67,7 @@ func connName(n int64) string {
 func benchConsume(b *testing.B, per int64, consume func(r *stream.Resumer[benchEvent, int64]) error, opts ...stream.Option) {
 	src := &counterSource{total: int64(b.N), perConn: per}
 	r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
-		append([]stream.Option{stream.WithBackoff(backoff.None())}, opts...)...)
+		append([]stream.Option{stream.WithBackoff(backoff.Constant(0))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func BenchmarkAll(b *testing.B) {
 func BenchmarkReconnect(b *testing.B) {
 	src := &counterSource{total: int64(b.N), perConn: 1}
 	r, err := stream.New[benchEvent, int64](src, benchExtract, cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithCheckpointEvery(0))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithCheckpointEvery(0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func BenchmarkRunFailureOptions(b *testing.B) {
 		opts []stream.Option
 	}{
 		{name: "options=off"},
-		{name: "options=on", opts: []stream.Option{stream.WithHandlerRetry(3, backoff.None()), stream.WithDeadLetter(park)}},
+		{name: "options=on", opts: []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0)), stream.WithDeadLetter(park)}},
 	} {
 		b.Run(w.name, func(b *testing.B) {
 			var sum int64

@@ -74,8 +74,8 @@ func TestGuardSlowsAServerThatClosesAtOnce(t *testing.T) {
 			}
 		}
 		for i, e := range got {
-			if e.Reason != stream.DelayPoll || e.Attempt != 0 {
-				t.Errorf("reopen %d: reason %v, attempt %d; want %v, attempt 0", i, e.Reason, e.Attempt, stream.DelayPoll)
+			if e.Reason != "poll" || e.Attempt != 0 {
+				t.Errorf("reopen %d: reason %v, attempt %d; want %v, attempt 0", i, e.Reason, e.Attempt, "poll")
 			}
 		}
 	})
@@ -273,7 +273,7 @@ func TestCleanEndHonoursServerDelay(t *testing.T) {
 		if _, err := collect(t, r); err != nil {
 			t.Fatalf("Run() = %v, want nil", err)
 		}
-		if len(got) != 1 || got[0].Reason != stream.DelayServer || got[0].Delay != 3*time.Second {
+		if len(got) != 1 || got[0].Reason != "server" || got[0].Delay != 3*time.Second {
 			t.Fatalf("retries = %+v, want one of 3s for the server", got)
 		}
 		if st := r.Stats(); st.CleanEnds != 1 || st.Retried != 0 {
@@ -341,12 +341,12 @@ func TestPollIntervalFloors(t *testing.T) {
 		end        error // how the empty connection ends
 		minRestart time.Duration
 		wantDelay  time.Duration
-		wantReason stream.DelayReason
+		wantReason string
 	}{
-		{name: "poll interval", end: io.EOF, wantDelay: 2 * time.Second, wantReason: stream.DelayPoll},
-		{name: "server delay above it", end: errclass.RetryAfter(io.EOF, 5*time.Second), wantDelay: 5 * time.Second, wantReason: stream.DelayServer},
-		{name: "server delay below it", end: errclass.RetryAfter(io.EOF, time.Second), wantDelay: 2 * time.Second, wantReason: stream.DelayPoll},
-		{name: "minimum restart above it", end: io.EOF, minRestart: 7 * time.Second, wantDelay: 7 * time.Second, wantReason: stream.DelayMinRestart},
+		{name: "poll interval", end: io.EOF, wantDelay: 2 * time.Second, wantReason: "poll"},
+		{name: "server delay above it", end: errclass.RetryAfter(io.EOF, 5*time.Second), wantDelay: 5 * time.Second, wantReason: "server"},
+		{name: "server delay below it", end: errclass.RetryAfter(io.EOF, time.Second), wantDelay: 2 * time.Second, wantReason: "poll"},
+		{name: "minimum restart above it", end: io.EOF, minRestart: 7 * time.Second, wantDelay: 7 * time.Second, wantReason: "min-restart"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -345,7 +345,7 @@ func TestRepeatedCursorIsNotSaved(t *testing.T) {
 		}
 		return newScriptConn(io.EOF, ev{Seq: 1}, ev{Seq: 1, Value: "beat"}, ev{Seq: 1, Value: "beat"}), nil
 	})
-	r, err := stream.New(src, heartbeatExtract, store, stream.WithBackoff(backoff.None()))
+	r, err := stream.New(src, heartbeatExtract, store, stream.WithBackoff(backoff.Constant(0)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func ExampleNew() {
 		streamtest.Step{Kind: streamtest.EndAfter, K: 1},   // a clean end (a server timeout)
 	)
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()))
+		stream.WithBackoff(backoff.Constant(0)))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -95,7 +95,7 @@ func ExampleWithClassifier() {
 	)
 	r, _ := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
 		stream.WithClassifier(classify),
-		stream.WithBackoff(backoff.None()),
+		stream.WithBackoff(backoff.Constant(0)),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnDisconnect: func(e stream.DisconnectEvent[int64]) {
 				fmt.Printf("%v -> %v\n", e.Err, e.Decision)
@@ -194,7 +194,7 @@ func ExampleWithResync() {
 		return 3, nil
 	}
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithResync(resync))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithResync(resync))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -94,7 +94,7 @@ func TestHandlerRetryInPlace(t *testing.T) {
 
 func TestHandlerRetryServerFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newResumer(t, endingSource(1), stream.WithHandlerRetry(2, backoff.None()))
+		r := newResumer(t, endingSource(1), stream.WithHandlerRetry(2, backoff.Constant(0)))
 		first := true
 		start := time.Now()
 		err := r.Run(context.Background(), func(context.Context, ev) error {
@@ -136,7 +136,7 @@ func TestHandlerFailures(t *testing.T) {
 		{
 			name: "permanent: parked at once",
 			opts: func(p *parkLog) []stream.Option {
-				return []stream.Option{stream.WithHandlerRetry(5, backoff.None()), stream.WithDeadLetter(p.park)}
+				return []stream.Option{stream.WithHandlerRetry(5, backoff.Constant(0)), stream.WithDeadLetter(p.park)}
 			},
 			handlerErr: errclass.Permanent(errors.New("malformed record")),
 			wantSeen:   []int64{1, 3},
@@ -147,7 +147,7 @@ func TestHandlerFailures(t *testing.T) {
 		{
 			name: "transient: parked after the last try",
 			opts: func(p *parkLog) []stream.Option {
-				return []stream.Option{stream.WithHandlerRetry(3, backoff.None()), stream.WithDeadLetter(p.park)}
+				return []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0)), stream.WithDeadLetter(p.park)}
 			},
 			handlerErr: errFlaky,
 			wantSeen:   []int64{1, 3},
@@ -158,7 +158,7 @@ func TestHandlerFailures(t *testing.T) {
 		{
 			name: "spent without a dead letter: Run ends",
 			opts: func(*parkLog) []stream.Option {
-				return []stream.Option{stream.WithHandlerRetry(3, backoff.None())}
+				return []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0))}
 			},
 			handlerErr: errFlaky,
 			wantErr:    errFlaky,
@@ -179,7 +179,7 @@ func TestHandlerFailures(t *testing.T) {
 		{
 			name: "ErrStop is never retried or parked",
 			opts: func(p *parkLog) []stream.Option {
-				return []stream.Option{stream.WithHandlerRetry(3, backoff.None()), stream.WithDeadLetter(p.park)}
+				return []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0)), stream.WithDeadLetter(p.park)}
 			},
 			handlerErr: stream.ErrStop,
 			wantSeen:   []int64{1},

@@ -42,7 +42,7 @@ func seqs(from, to int64) []int64 {
 func newResumer(t *testing.T, src stream.Source[ev, int64], opts ...stream.Option) *stream.Resumer[ev, int64] {
 	t.Helper()
 	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
-		append([]stream.Option{stream.WithBackoff(backoff.None())}, opts...)...)
+		append([]stream.Option{stream.WithBackoff(backoff.Constant(0))}, opts...)...)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

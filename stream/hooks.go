@@ -65,40 +65,15 @@ type DisconnectEvent[C any] struct {
 	Cursor C
 }
 
-// DelayReason says which term of the delay formula set a wait.
-type DelayReason uint8
-
+// The values of [RetryEvent.Reason]: which term of the delay formula set
+// the wait.
 const (
-	// DelayNone: no wait.
-	DelayNone DelayReason = iota
-	// DelayBackoff: the backoff policy's step.
-	DelayBackoff
-	// DelayServer: the delay the server asked for ([errclass.Decision.After]).
-	DelayServer
-	// DelayMinRestart: the minimum restart delay ([WithMinRestartDelay]).
-	DelayMinRestart
-	// DelayPoll: the wait after a connection that delivered nothing: the
-	// poll interval ([WithPollInterval]) or, without one, the guard
-	// against a server that accepts and closes at once.
-	DelayPoll
+	delayNone       = "none"        // no wait
+	delayBackoff    = "backoff"     // the backoff policy's step
+	delayServer     = "server"      // the delay the server asked for (errclass.Decision.After)
+	delayMinRestart = "min-restart" // the minimum restart delay (WithMinRestartDelay)
+	delayPoll       = "poll"        // after a connection that delivered nothing: the poll interval, or the guard against a server that closes at once
 )
-
-// String returns the reason's name.
-func (r DelayReason) String() string {
-	switch r {
-	case DelayNone:
-		return "none"
-	case DelayBackoff:
-		return "backoff"
-	case DelayServer:
-		return "server"
-	case DelayMinRestart:
-		return "min-restart"
-	case DelayPoll:
-		return "poll"
-	}
-	return "unknown"
-}
 
 // RetryEvent describes a scheduled reopen.
 type RetryEvent[C any] struct {
@@ -108,8 +83,14 @@ type RetryEvent[C any] struct {
 	Decision errclass.Decision
 	// Delay is how long the Resumer waits before reopening.
 	Delay time.Duration
-	// Reason says where Delay came from.
-	Reason DelayReason
+	// Reason says which term of the delay rule set Delay
+	// (docs/how-it-decides.md): "none" (no wait), "backoff" (the backoff
+	// policy's step), "server" (the delay the server asked for,
+	// errclass.Decision.After), "min-restart" ([WithMinRestartDelay]) or
+	// "poll" (after a connection that delivered nothing: the poll interval
+	// of [WithPollInterval], or the guard against a server that accepts and
+	// closes at once).
+	Reason string
 	// Attempt counts consecutive failures, this one included: 0 after a
 	// clean end, which is never a failure and ends a streak of them.
 	Attempt int

@@ -160,7 +160,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 	conn, err := r.src.Open(ctx, after)
 	switch {
 	case err == nil && isNil(conn):
-		err = ErrNilConn
+		err = errNilConn
 	case err != nil && !isNil(conn):
 		_ = conn.Close() // an Open that failed must not leak what it opened
 	}
@@ -333,7 +333,7 @@ func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves b
 	kind, moves = handled, true
 	if err != nil {
 		if !errwalk.Is(err, cursor.ProgressOnly) {
-			return kind, false, fmt.Errorf("%w: %w", ErrExtract, err)
+			return kind, false, fmt.Errorf("%w: %w", errExtract, err)
 		}
 		kind = progress
 	}
@@ -341,7 +341,7 @@ func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves b
 	case r.order != nil:
 		n := r.order(c, before)
 		if n < 0 {
-			return kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
+			return kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", errCursorRegressed, text(c), text(before))
 		}
 		moves = n > 0
 		if !moves && r.skipRepeats && kind == handled {
@@ -418,15 +418,15 @@ func (r *Resumer[T, C]) clean(o outcome) verdict {
 	r.st.attempt = 0
 	if o.moved {
 		r.st.resetSequences()
-		return r.schedule(o.err, d, 0, DelayNone)
+		return r.schedule(o.err, d, 0, delayNone)
 	}
 	if r.st.failures != nil { // the empty-end sequence goes on
 		r.st.failures.Reset()
 	}
 	if r.poll > 0 {
-		return r.schedule(o.err, d, r.poll, DelayPoll)
+		return r.schedule(o.err, d, r.poll, delayPoll)
 	}
-	return r.schedule(o.err, d, r.emptyEndStep(), DelayPoll)
+	return r.schedule(o.err, d, r.emptyEndStep(), delayPoll)
 }
 
 // emptyEndStep returns the wait after an empty clean end without a poll
@@ -520,23 +520,23 @@ func (r *Resumer[T, C]) backoff(err error, d errclass.Decision) verdict {
 		r.warn("giving up", err)
 		return verdict{stop: true, err: err}
 	}
-	return r.schedule(err, d, step, DelayBackoff)
+	return r.schedule(err, d, step, delayBackoff)
 }
 
 // schedule returns the verdict to reopen after the delay rule:
 // max(step, the server's After (capped), the minimum restart delay less the
 // time since the last try started).
-func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Duration, reason DelayReason) verdict {
+func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Duration, reason string) verdict {
 	delay := step
 	if step <= 0 {
-		delay, reason = 0, DelayNone
+		delay, reason = 0, delayNone
 	}
 	if after := r.capServer(d.After); after > delay {
-		delay, reason = after, DelayServer
+		delay, reason = after, delayServer
 	}
 	if r.minRestart > 0 && !r.st.lastTry.IsZero() {
 		if w := r.minRestart - time.Since(r.st.lastTry); w > delay {
-			delay, reason = w, DelayMinRestart
+			delay, reason = w, delayMinRestart
 		}
 	}
 	if r.hooks.OnRetry != nil {
@@ -548,7 +548,7 @@ func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Durat
 	}
 	if ce := r.log.Check(lvl, msg); ce != nil {
 		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.cur()), zap.Duration("delay", delay),
-			zap.Stringer("reason", reason), zap.Stringer("decision", d), zap.Error(err))
+			zap.String("reason", reason), zap.Stringer("decision", d), zap.Error(err))
 	}
 	return verdict{delay: delay}
 }

@@ -491,7 +491,7 @@ func TestStoreLoadExpiredIsNotResynced(t *testing.T) {
 	expired := errclass.CursorExpired(errors.New("saved cursor predates the retention window"))
 	calls := 0
 	r, err := stream.New(streamtest.NewSource(letters(3)), extract, failingLoad{err: expired},
-		stream.WithBackoff(backoff.None()), stream.WithResync(replay(1, 3, &calls)))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithResync(replay(1, 3, &calls)))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

@@ -209,8 +209,8 @@ func WithHooks[C any](h Hooks[C]) Option {
 
 // WithCursorOrder tells the Resumer how cursors are ordered (compare returns
 // a negative number when a is before b, as cmp.Compare does). Run then fails
-// with [ErrCursorRegressed] when an event's cursor is before the committed
-// one, instead of delivering events out of order; an equal cursor is
+// (an error naming both cursors) when an event's cursor is before the
+// committed one, instead of delivering events out of order; an equal cursor is
 // allowed (a heartbeat may repeat it). C must be the Resumer's cursor type,
 // or New fails. Without it cursors are opaque. Nil means none.
 func WithCursorOrder[C any](compare func(a, b C) int) Option {

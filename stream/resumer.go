@@ -322,8 +322,7 @@ func (r *Resumer[T, C]) published() uint64 {
 //     error matching [ErrStop] (that event is committed);
 //   - handle's error, as it is, when handle fails (the event is not
 //     committed; a new Resumer on the same Store redelivers it);
-//   - an error matching [ErrExtract] and the extractor's error when the
-//     extractor fails;
+//   - an error matching the extractor's error when the extractor fails;
 //   - a failure classified [errclass.Fail], as it is;
 //   - a failure classified [errclass.Expired] when there is no resync hook,
 //     matching both the failure and [errclass.ErrExpired];

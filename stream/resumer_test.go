@@ -39,7 +39,7 @@ func TestRunDeliversInOrderAndCommitsAfterHandler(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := cursor.NewMemory[int64](0)
 			src := streamtest.NewSource(letters(6), streamtest.Step{Kind: streamtest.BreakAfter, K: 2})
-			r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.None()))
+			r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)))
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
@@ -186,25 +186,25 @@ func TestDelayIsTheLargestTerm(t *testing.T) {
 		policy     backoff.Policy
 		minRestart time.Duration
 		maxServer  time.Duration // 0: the default cap
-		wantReason stream.DelayReason
+		wantReason string
 		wantDelay  time.Duration
 	}{
 		{name: "backoff step", step: streamtest.Step{Kind: streamtest.FailOpen},
-			policy: backoff.Constant(3 * time.Millisecond), wantReason: stream.DelayBackoff, wantDelay: 3 * time.Millisecond},
+			policy: backoff.Constant(3 * time.Millisecond), wantReason: "backoff", wantDelay: 3 * time.Millisecond},
 		{name: "server after beats backoff", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: 7 * time.Millisecond},
-			policy: backoff.Constant(time.Millisecond), wantReason: stream.DelayServer, wantDelay: 7 * time.Millisecond},
+			policy: backoff.Constant(time.Millisecond), wantReason: "server", wantDelay: 7 * time.Millisecond},
 		{name: "backoff beats server after", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Millisecond},
-			policy: backoff.Constant(6 * time.Millisecond), wantReason: stream.DelayBackoff, wantDelay: 6 * time.Millisecond},
+			policy: backoff.Constant(6 * time.Millisecond), wantReason: "backoff", wantDelay: 6 * time.Millisecond},
 		{name: "min restart beats both", step: streamtest.Step{Kind: streamtest.FailOpen},
-			policy: backoff.Constant(time.Millisecond), minRestart: 40 * time.Millisecond, wantReason: stream.DelayMinRestart, wantDelay: 40 * time.Millisecond},
+			policy: backoff.Constant(time.Millisecond), minRestart: 40 * time.Millisecond, wantReason: "min-restart", wantDelay: 40 * time.Millisecond},
 		{name: "no delay at all", step: streamtest.Step{Kind: streamtest.FailOpen},
-			policy: backoff.None(), wantReason: stream.DelayNone, wantDelay: 0},
+			policy: backoff.Constant(0), wantReason: "none", wantDelay: 0},
 		{name: "server delay capped by default", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: 24 * time.Hour},
-			policy: backoff.None(), wantReason: stream.DelayServer, wantDelay: 10 * time.Minute},
+			policy: backoff.Constant(0), wantReason: "server", wantDelay: 10 * time.Minute},
 		{name: "server delay capped by the option", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Hour},
-			policy: backoff.None(), maxServer: 2 * time.Second, wantReason: stream.DelayServer, wantDelay: 2 * time.Second},
+			policy: backoff.Constant(0), maxServer: 2 * time.Second, wantReason: "server", wantDelay: 2 * time.Second},
 		{name: "the cap does not raise a small delay", step: streamtest.Step{Kind: streamtest.DelayAfter, Delay: time.Second},
-			policy: backoff.None(), maxServer: 2 * time.Second, wantReason: stream.DelayServer, wantDelay: time.Second},
+			policy: backoff.Constant(0), maxServer: 2 * time.Second, wantReason: "server", wantDelay: time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,8 +267,8 @@ func TestMinRestartDelayIsNonSliding(t *testing.T) {
 		if len(got) != 2 || got[0].Delay != want[0] || got[1].Delay != want[1] {
 			t.Fatalf("retries = %+v, want delays %v", got, want)
 		}
-		if got[1].Reason != stream.DelayMinRestart {
-			t.Errorf("second retry reason = %v, want %v", got[1].Reason, stream.DelayMinRestart)
+		if got[1].Reason != "min-restart" {
+			t.Errorf("second retry reason = %v, want %v", got[1].Reason, "min-restart")
 		}
 	})
 }
@@ -311,10 +311,10 @@ func TestCancellation(t *testing.T) {
 		script []streamtest.Step
 		policy backoff.Policy
 	}{
-		{name: "recv ignores ctx", script: []streamtest.Step{{Kind: streamtest.BlockAfter, K: 1}}, policy: backoff.None()},
+		{name: "recv ignores ctx", script: []streamtest.Step{{Kind: streamtest.BlockAfter, K: 1}}, policy: backoff.Constant(0)},
 		{name: "waiting for backoff", script: []streamtest.Step{{Kind: streamtest.BreakAfter, K: 1}}, policy: backoff.Constant(time.Hour)},
-		{name: "waiting for server delay", script: []streamtest.Step{{Kind: streamtest.DelayAfter, K: 0, Delay: time.Hour}}, policy: backoff.None()},
-		{name: "open blocks until ctx ends", script: []streamtest.Step{{Kind: streamtest.BlockOpen}}, policy: backoff.None()},
+		{name: "waiting for server delay", script: []streamtest.Step{{Kind: streamtest.DelayAfter, K: 0, Delay: time.Hour}}, policy: backoff.Constant(0)},
+		{name: "open blocks until ctx ends", script: []streamtest.Step{{Kind: streamtest.BlockOpen}}, policy: backoff.Constant(0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -539,9 +539,14 @@ func TestHooksAddUp(t *testing.T) {
 
 func TestProgressOnlyEventsAdvanceWithoutDelivery(t *testing.T) {
 	// Every third event is a heartbeat.
-	heartbeat := func(e ev) bool { return e.Seq%3 == 0 }
+	heartbeat := func(e ev) (int64, error) {
+		if e.Seq%3 == 0 {
+			return e.Seq, cursor.ProgressOnly
+		}
+		return e.Seq, nil
+	}
 	r, err := stream.New(streamtest.NewSource(letters(7), streamtest.Step{Kind: streamtest.BreakAfter, K: 3}),
-		cursor.WithProgress(extract, heartbeat), cursor.NewMemory[int64](0), stream.WithBackoff(backoff.None()))
+		heartbeat, cursor.NewMemory[int64](0), stream.WithBackoff(backoff.Constant(0)))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -571,7 +576,7 @@ func TestStoreSaveFailureIsClassified(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &flakyStore{fail: tt.fail}
-			r, err := stream.New(streamtest.NewSource(letters(5)), extract, store, stream.WithBackoff(backoff.None()),
+			r, err := stream.New(streamtest.NewSource(letters(5)), extract, store, stream.WithBackoff(backoff.Constant(0)),
 				stream.WithHooks(stream.Hooks[int64]{OnRetry: func(stream.RetryEvent[int64]) {
 					store.setFail(nil) // the disk recovers
 				}}))

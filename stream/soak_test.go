@@ -168,7 +168,8 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 		s.SetEndOfLog(streamtest.Wait)
 		return s
 	}
-	src := newSource(soakBatch)
+	logLen := soakBatch // the length of the current log
+	src := newSource(logLen)
 	current := stream.SourceFunc[soakEvent, int64](func(ctx context.Context, after int64) (stream.Conn[soakEvent], error) {
 		return src.Open(ctx, after)
 	})
@@ -184,7 +185,7 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 		if r == nil || rng.IntN(10) < 7 {
 			var err error
 			r, err = stream.New(current, streamtest.Extract[struct{}], store,
-				stream.WithBackoff(backoff.None()),
+				stream.WithBackoff(backoff.Constant(0)),
 				stream.WithResync(resync),
 				stream.WithCheckpointEvery([]int{1, 10, 100}[rng.IntN(3)]),
 				stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }))
@@ -194,7 +195,7 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 			counters.fresh.Add(1)
 		}
 		counters.runs.Add(1)
-		src = newSource(src.Len())
+		src = newSource(logLen)
 		start := r.Cursor()
 		if got, _ := store.Load(context.Background()); r.Stats().Opens == 0 {
 			start = got // a new Resumer starts from the Store
@@ -208,7 +209,8 @@ func soakWorker(ctx context.Context, seed uint64, counters *soakCounters) error 
 				return violation
 			}
 			prev = e.Seq
-			if e.Seq == int64(src.Len()) {
+			if e.Seq == int64(logLen) {
+				logLen += soakBatch
 				src.Append(make([]struct{}, soakBatch)...)
 			}
 			if rng.IntN(5_000) == 0 {

@@ -82,20 +82,22 @@ var ErrRetriesExhausted = errors.New("stream: retries exhausted")
 // the first call returned, or make another Resumer.
 var ErrAlreadyRunning = errors.New("stream: Run or All already in progress")
 
-// ErrNilConn is the failure a Resumer records when [Source.Open] returned a
-// nil Conn and a nil error. It is classified like any failure: [errclass.Default]
-// retries it, as client-go's RetryWatcher does for a nil watcher.
-var ErrNilConn = errors.New("stream: Source.Open returned a nil Conn and no error")
-
-// ErrCursorRegressed is matched by the error Run returns when a cursor
-// ordering is known ([WithCursorOrder]) and an event's cursor is before the
-// committed one: the source broke the "strictly after" promise, so going on
-// would deliver events out of order.
-var ErrCursorRegressed = errors.New("stream: event cursor is before the committed cursor")
-
-// ErrExtract is matched by the error Run returns when the extractor failed;
-// the same error also matches the extractor's error.
-var ErrExtract = errors.New("stream: extracting the cursor failed")
+// The errors below are the Resumer's own findings; Run's error text says
+// what went wrong, and matches the underlying error where there is one.
+var (
+	// errNilConn is the failure recorded when Source.Open returned a nil
+	// Conn and a nil error. It is classified like any failure:
+	// errclass.Default retries it, as client-go's RetryWatcher does for a
+	// nil watcher.
+	errNilConn = errors.New("stream: Source.Open returned a nil Conn and no error")
+	// errCursorRegressed: under WithCursorOrder an event's cursor is before
+	// the committed one; the source broke the "strictly after" promise, so
+	// going on would deliver events out of order.
+	errCursorRegressed = errors.New("stream: event cursor is before the committed cursor")
+	// errExtract: the extractor failed; Run's error also matches the
+	// extractor's error.
+	errExtract = errors.New("stream: extracting the cursor failed")
+)
 
 // ErrSourceChanged is matched by the error a Source returns (from Open or
 // Recv, wrapped with what changed, was → now) when it can tell that the

@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"io"
+
+	"github.com/resumable-go/resumable/cursor"
 )
 
 // TokenItem is an item of a feed paged by opaque tokens ([Tokens]), with
@@ -15,11 +17,8 @@ type TokenItem[T any] struct {
 	Token string
 }
 
-// TokenCursor is the extractor of a [Tokens] source: an item's cursor is
-// its Token.
-func TokenCursor[T any](it TokenItem[T]) (string, error) { return it.Token, nil }
-
-// Tokens returns a [Source] over an API paged by opaque tokens, whose
+// Tokens returns a [Source] over an API paged by opaque tokens, and its
+// extractor (an item's cursor is its Token), whose
 // answer is a page of items and the token of the next page (a
 // next_page_token), which belongs to the page, not to an item. Each Open
 // calls fetch once with the committed token ("" asks for the first page);
@@ -40,14 +39,17 @@ func TokenCursor[T any](it TokenItem[T]) (string, error) { return it.Token, nil 
 // its data, or page by an item's own cursor with [Pages].
 //
 // An error from fetch is an Open error, classified as usual (see
-// errclass.FromHTTP for an HTTP status). Use [TokenCursor] as the
-// extractor. Tokens starts no goroutine. A nil fetch gives a nil Source,
-// which New refuses.
-func Tokens[T any](fetch func(ctx context.Context, token string) (items []T, next string, err error)) Source[TokenItem[T], string] {
+// errclass.FromHTTP for an HTTP status). Tokens starts no goroutine. A nil
+// fetch gives a nil Source, which New refuses:
+//
+//	src, extract := stream.Tokens(fetch)
+//	r, err := stream.New(src, extract, store, stream.WithPollInterval(time.Minute))
+func Tokens[T any](fetch func(ctx context.Context, token string) (items []T, next string, err error)) (Source[TokenItem[T], string], cursor.Extractor[TokenItem[T], string]) {
+	extract := func(it TokenItem[T]) (string, error) { return it.Token, nil }
 	if fetch == nil {
-		return nil
+		return nil, extract
 	}
-	return tokens[T](fetch)
+	return tokens[T](fetch), extract
 }
 
 type tokens[T any] func(ctx context.Context, token string) ([]T, string, error)

@@ -87,8 +87,9 @@ func TestTokensCursors(t *testing.T) {
 			},
 		}
 		store := cursor.NewMemory("")
-		r, err := stream.New(stream.Tokens(f.fetch), stream.TokenCursor[string], store,
-			stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.None()))
+		src, extract := stream.Tokens(f.fetch)
+		r, err := stream.New(src, extract, store,
+			stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.Constant(0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,8 +140,9 @@ func TestTokensLastPageWithoutToken(t *testing.T) {
 				}
 			},
 		}
-		r, err := stream.New(stream.Tokens(f.fetch), stream.TokenCursor[string], cursor.NewMemory(""),
-			stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.None()))
+		src, extract := stream.Tokens(f.fetch)
+		r, err := stream.New(src, extract, cursor.NewMemory(""),
+			stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.Constant(0)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,8 +187,9 @@ func TestTokensCrashMidPage(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			f.onEnd = func(int) { cancel() } // the data is over: stop
-			r, err := stream.New(stream.Tokens(f.fetch), stream.TokenCursor[string], store,
-				stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.None()))
+			src, extract := stream.Tokens(f.fetch)
+			r, err := stream.New(src, extract, store,
+				stream.WithPollInterval(time.Minute), stream.WithBackoff(backoff.Constant(0)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,8 +233,8 @@ func TestTokensCrashMidPage(t *testing.T) {
 
 func TestTokensFetchError(t *testing.T) {
 	errGone := errclass.Permanent(errors.New("410"))
-	src := stream.Tokens(func(context.Context, string) ([]int, string, error) { return nil, "", errGone })
-	r, err := stream.New(src, stream.TokenCursor[int], cursor.NewMemory(""))
+	src, extract := stream.Tokens(func(context.Context, string) ([]int, string, error) { return nil, "", errGone })
+	r, err := stream.New(src, extract, cursor.NewMemory(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +245,7 @@ func TestTokensFetchError(t *testing.T) {
 }
 
 func TestTokensNilFetch(t *testing.T) {
-	if src := stream.Tokens[int](nil); src != nil {
+	if src, _ := stream.Tokens[int](nil); src != nil {
 		t.Errorf("Tokens(nil) = %v, want nil", src)
 	}
 }
@@ -260,14 +263,14 @@ func ExampleTokens() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src := stream.Tokens(func(ctx context.Context, token string) ([]string, string, error) {
+	src, extract := stream.Tokens(func(ctx context.Context, token string) ([]string, string, error) {
 		p := pages[token]
 		if len(p.items) == 0 {
 			cancel() // an example stops at the end of the data; a service polls on
 		}
 		return p.items, p.next, nil
 	})
-	r, err := stream.New(src, stream.TokenCursor[string], cursor.NewMemory(""))
+	r, err := stream.New(src, extract, cursor.NewMemory(""))
 	if err != nil {
 		fmt.Println(err)
 		return

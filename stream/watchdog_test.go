@@ -82,9 +82,14 @@ func TestIdleTimeoutHeartbeatsKeepAQuietStreamAlive(t *testing.T) {
 				return ev{Seq: n, Value: "heartbeat"}, nil
 			}}, nil
 		})
-		beat := func(e ev) bool { return e.Value == "heartbeat" }
+		beat := func(e ev) (int64, error) {
+			if e.Value == "heartbeat" {
+				return e.Seq, cursor.ProgressOnly
+			}
+			return e.Seq, nil
+		}
 		var ends []stream.DisconnectEvent[int64]
-		r, err := stream.New(src, cursor.WithProgress(extract, beat), cursor.NewMemory[int64](0),
+		r, err := stream.New(src, beat, cursor.NewMemory[int64](0),
 			stream.WithIdleTimeout(10*time.Second), disconnects(&ends))
 		if err != nil {
 			t.Fatalf("New() = %v", err)

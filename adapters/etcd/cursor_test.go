@@ -1,7 +1,10 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/resumable-go/resumable/adapters/etcd"
@@ -35,8 +38,10 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-func TestCursorCodec(t *testing.T) {
-	codec := etcd.CursorCodec()
+// TestCursorJSON checks the file format of a Cursor under cursor.JSON, the
+// codec its users store it with.
+func TestCursorJSON(t *testing.T) {
+	codec := cursor.JSON[etcd.Cursor]()
 	for _, c := range []etcd.Cursor{{}, {Revision: 12}, {Revision: 12, Index: 3}, {Revision: 12, Index: 3, Cluster: 1<<64 - 1}} {
 		data, err := codec.Encode(c)
 		if err != nil {
@@ -64,8 +69,6 @@ func TestCursorCodec(t *testing.T) {
 		{name: "empty", data: ""},
 		{name: "negative cluster", data: `{"revision":1,"index":0,"cluster":-1}`},
 		{name: "cluster as a string", data: `{"revision":1,"index":0,"cluster":"cdf818194e3a8c32"}`},
-		{name: "negative revision", data: `{"revision":-1,"index":0}`},
-		{name: "negative index", data: `{"revision":1,"index":-1}`},
 		{name: "unknown field", data: `{"revision":1,"idx":1}`},
 		{name: "truncated", data: `{"revision":1`},
 		{name: "bare number", data: `12`},
@@ -77,8 +80,21 @@ func TestCursorCodec(t *testing.T) {
 			}
 		})
 	}
-	if _, err := codec.Encode(etcd.Cursor{Revision: -3}); !errors.Is(err, stream.ErrInvalidOption) {
-		t.Errorf("Encode(negative) = %v, want %v", err, stream.ErrInvalidOption)
+}
+
+// TestNegativeCursor checks that a cursor no watch can start from (an
+// operator's edit gone wrong) stops the stream at once.
+func TestNegativeCursor(t *testing.T) {
+	c := newClient(t)
+	for _, bad := range []etcd.Cursor{{Revision: -1}, {Revision: 1, Index: -1}} {
+		r, err := etcd.NewResumer(c, newPrefix(t), cursor.NewMemory(bad))
+		if err != nil {
+			t.Fatalf("NewResumer() = %v", err)
+		}
+		err = r.Run(ctxFor(t), func(context.Context, etcd.Event) error { return nil })
+		if !errors.Is(err, stream.ErrInvalidOption) || !strings.Contains(fmt.Sprint(err), "must be at least 0") {
+			t.Errorf("Run() from %+v = %v, want an error matching %v that names the bad cursor", bad, err, stream.ErrInvalidOption)
+		}
 	}
 }
 

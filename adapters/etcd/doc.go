@@ -46,7 +46,7 @@
 // # Keeping the cursor in etcd
 //
 // [NewStore] keeps a cursor at one key through a [cursor.Codec]
-// ([CursorCodec] for a Cursor). Its Save is a compare-and-set: it writes
+// (cursor.JSON[Cursor]() for a Cursor). Its Save is a compare-and-set: it writes
 // only if the key was not written since the Store read or wrote it
 // ([ErrCursorChanged] otherwise), and only if every condition given with
 // [WithFence] holds ([ErrNotOwner] otherwise); both errors are
@@ -59,7 +59,7 @@
 //
 //	g, err := etcd.NewGroup(client, "worker-1", etcd.WithTTL(10*time.Second))
 //	err = g.Run(ctx, []string{"orders", "payments"}, func(ctx context.Context, o *etcd.Owner) error {
-//		store, err := etcd.NewOwnerStore(o, etcd.CursorCodec(), etcd.Cursor{})
+//		store, err := etcd.NewOwnerStore(o, cursor.JSON[etcd.Cursor](), etcd.Cursor{})
 //		if err != nil {
 //			return err
 //		}

@@ -132,37 +132,6 @@ func extract(ev Event) (Cursor, error) {
 	return ev.Cursor, nil
 }
 
-// CursorCodec returns the [cursor.Codec] for a [Cursor]: one JSON object,
-// {"revision":12,"index":0,"cluster":14841639068965178418}, which an
-// operator can read and edit ("cluster" is left out while unknown, and
-// data without it, as older versions wrote, decodes). Decode is strict (see
-// [cursor.JSON]) and also rejects a negative revision or index.
-func CursorCodec() cursor.Codec[Cursor] {
-	return cursorCodec{}
-}
-
-type cursorCodec struct{}
-
-var jsonCursor = cursor.JSON[Cursor]()
-
-func (cursorCodec) Encode(c Cursor) ([]byte, error) {
-	if err := c.validate(); err != nil {
-		return nil, invalid("%w", err)
-	}
-	return jsonCursor.Encode(c)
-}
-
-func (cursorCodec) Decode(data []byte) (Cursor, error) {
-	c, err := jsonCursor.Decode(data)
-	if err != nil {
-		return Cursor{}, err
-	}
-	if err := c.validate(); err != nil {
-		return Cursor{}, err
-	}
-	return c, nil
-}
-
 func (c Cursor) validate() error {
 	if c.Revision < 0 || c.Index < 0 {
 		return fmt.Errorf("etcd: cursor {revision %d, index %d}: both must be at least 0", c.Revision, c.Index)

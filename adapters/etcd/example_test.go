@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -145,26 +144,12 @@ func ExampleWithFence() {
 	// true
 }
 
-func ExampleCompare() {
-	cursors := []etcd.Cursor{
-		{Revision: 12},           // all of revision 12
-		{Revision: 12, Index: 2}, // its second event
-		{Revision: 9},
-		{Revision: 12, Index: 1},
-	}
-	sort.Slice(cursors, func(i, j int) bool { return etcd.Compare(cursors[i], cursors[j]) < 0 })
-	fmt.Println(cursors)
+// A Cursor prints as the position it names: a whole revision, or an event
+// within one.
+func ExampleCursor() {
+	fmt.Println(etcd.Cursor{Revision: 12})
+	fmt.Println(etcd.Cursor{Revision: 12, Index: 2})
 	// Output:
-	// [revision 9 revision 12 event 1 revision 12 event 2 revision 12]
-}
-
-func ExampleCursorCodec() {
-	codec := etcd.CursorCodec()
-	data, _ := codec.Encode(etcd.Cursor{Revision: 1234, Index: 3})
-	fmt.Print(string(data))
-	_, err := codec.Decode([]byte(`{"revision":-1,"index":0}`))
-	fmt.Println(err != nil)
-	// Output:
-	// {"revision":1234,"index":3}
-	// true
+	// revision 12
+	// revision 12 event 2
 }

@@ -1,6 +1,10 @@
 package etcd
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/resumable-go/resumable/cursor"
+)
 
 // The building blocks of NewResumer, for the package's tests.
 var (
@@ -27,3 +31,6 @@ func Kind(ev Event) string {
 	}
 	return strings.ToLower(ev.Type.String())
 }
+
+// CursorCodec is the codec the tests store cursors with.
+func CursorCodec() cursor.Codec[Cursor] { return cursor.JSON[Cursor]() }

@@ -123,7 +123,7 @@ func TestResumerCutInsideTransaction(t *testing.T) {
 	rev := txnPut(t, c, keys...)
 	src := &breaking{src: etcd.NewSource(c, p), every: 7}
 	r, err := stream.New(src, etcd.Extract, cursor.NewMemory(etcd.Cursor{Revision: rev - 1}),
-		stream.WithBackoff(backoff.None()), stream.WithCursorOrder(etcd.Compare))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithCursorOrder(etcd.Compare))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

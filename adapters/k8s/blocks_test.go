@@ -106,11 +106,11 @@ func TestStatusClassifier(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := (k8s.StatusClassifier{}).Classify(tc.err); got != tc.want {
-				t.Errorf("StatusClassifier{}.Classify() = %v, want %v", got, tc.want)
+			if got := k8s.StatusClassifier(false).Classify(tc.err); got != tc.want {
+				t.Errorf("StatusClassifier(false).Classify() = %v, want %v", got, tc.want)
 			}
-			if got := (k8s.StatusClassifier{Resync: true}).Classify(tc.err); got != tc.wantResync {
-				t.Errorf("StatusClassifier{Resync: true}.Classify() = %v, want %v", got, tc.wantResync)
+			if got := k8s.StatusClassifier(true).Classify(tc.err); got != tc.wantResync {
+				t.Errorf("StatusClassifier(true).Classify() = %v, want %v", got, tc.wantResync)
 			}
 		})
 	}

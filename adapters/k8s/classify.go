@@ -11,16 +11,17 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// StatusClassifier is an [errclass.Classifier] for the failures of a watch
-// made with [WatchSource], with the rules of client-go's RetryWatcher. Its
-// zero value is those rules exactly; set Resync when the stream has a resync
-// hook.
+// StatusClassifier returns the [errclass.Classifier] for the failures of a
+// watch made with [WatchSource], with the rules of client-go's
+// RetryWatcher: exactly those rules when resync is false; with resync (for
+// a stream with a resync hook), 410 Gone and Expired, in the stream or at
+// open, are [errclass.Expired], so that the stream resyncs.
 //
 // A failure reported in the stream (a watch.Error event, which [WatchSource]
 // returns as an error that unwraps to apierrors.FromObject of its object):
 //   - whose object is not a metav1.Status: [errclass.Retry];
 //   - with code 410 Gone: [errclass.Fail] (client-go forwards the event and
-//     stops), or [errclass.Expired] when Resync is set;
+//     stops), or [errclass.Expired] with resync;
 //   - with any other code (500 and 504 included): [errclass.Retry], after
 //     the Status's Details.RetryAfterSeconds.
 //
@@ -29,20 +30,17 @@ import (
 //   - 410 Gone or Expired: [errclass.Retry] (client-go reopens the same
 //     resource version, which fails again until the server forgets it was
 //     gone — or forever, after a server restart), or [errclass.Expired]
-//     when Resync is set;
+//     with resync;
 //   - anything else (io.EOF, unexpected EOF, timeouts, connection errors):
 //     [errclass.Unknown], which a stream resolves with [errclass.Default]:
 //     retried, unless the error carries an errclass marker.
 //
-// Its methods are safe for concurrent use.
-type StatusClassifier struct {
-	// Resync makes 410 Gone and Expired, in the stream or at open,
-	// [errclass.Expired], so that a stream with a resync hook resyncs.
-	Resync bool
-}
+// It is safe for concurrent use.
+func StatusClassifier(resync bool) errclass.Classifier { return statusClassifier{resync: resync} }
 
-// Classify decides what err means; see [StatusClassifier].
-func (c StatusClassifier) Classify(err error) errclass.Decision {
+type statusClassifier struct{ resync bool }
+
+func (c statusClassifier) Classify(err error) errclass.Decision {
 	var ee *eventError
 	if errors.As(err, &ee) {
 		st, ok := ee.status()
@@ -50,7 +48,7 @@ func (c StatusClassifier) Classify(err error) errclass.Decision {
 			return errclass.Decision{Action: errclass.Retry}
 		}
 		if st.Code == http.StatusGone {
-			if c.Resync {
+			if c.resync {
 				return errclass.Decision{Action: errclass.Expired}
 			}
 			return errclass.Decision{Action: errclass.Fail}
@@ -68,7 +66,7 @@ func (c StatusClassifier) Classify(err error) errclass.Decision {
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return errclass.Decision{Action: errclass.Fail}
 	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-		if c.Resync {
+		if c.resync {
 			return errclass.Decision{Action: errclass.Expired}
 		}
 		return errclass.Decision{Action: errclass.Retry}

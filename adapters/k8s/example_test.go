@@ -307,7 +307,7 @@ func Example_compose() {
 	store := cursor.NewMemory("10") // cursor.File, or a store of your own
 
 	r, err := stream.New(k8s.WatchSource(lw), k8s.ResourceVersion, store,
-		stream.WithClassifier(k8s.StatusClassifier{}))
+		stream.WithClassifier(k8s.StatusClassifier(false)))
 	if err != nil {
 		fmt.Println(err)
 		return

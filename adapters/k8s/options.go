@@ -58,7 +58,7 @@ func newConfig(opts []Option) config {
 // Shared defaults: a watcher should cost as little as client-go's when idle.
 var (
 	nopLogger  = zap.NewNop()
-	nonePolicy = backoff.None()
+	nonePolicy = backoff.Constant(0)
 )
 
 // WithMinRestartDelay sets the least time between the starts of two

@@ -285,11 +285,11 @@ func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
 		}
 		return defaultClassifier
 	}
-	return errclass.Chain(user, errclass.Markers(), StatusClassifier{Resync: resync})
+	return errclass.Chain(user, errclass.Markers(), StatusClassifier(resync))
 }
 
 // The classifiers of watchers without a classifier of their own, shared.
 var (
-	defaultClassifier = errclass.Chain(errclass.Markers(), StatusClassifier{})
-	resyncClassifier  = errclass.Chain(errclass.Markers(), StatusClassifier{Resync: true})
+	defaultClassifier = errclass.Chain(errclass.Markers(), StatusClassifier(false))
+	resyncClassifier  = errclass.Chain(errclass.Markers(), StatusClassifier(true))
 )

@@ -29,9 +29,9 @@ import (
 // reported when the watch was opened (see [StatusClassifier]). Close stops
 // the watch and makes a Recv blocked on it return, even when the watch does
 // not close its channel on Stop; it may be called more than once, from any
-// goroutine. A nil watch with a nil error
-// makes Open return a nil Conn and no error, which a Resumer records as
-// [stream.ErrNilConn] and retries by default, as client-go does.
+// goroutine. A nil watch with a nil error makes Open return a nil Conn and
+// no error, which a Resumer records as a failure and retries by default, as
+// client-go does.
 //
 // Compose it with [ResourceVersion] and [StatusClassifier] to build your own
 // [stream.Resumer] over a watch.

@@ -174,8 +174,12 @@ func TestTransactionalResumer(t *testing.T) {
 	const n = 20
 	src := streamtest.NewSource(make([]struct{}, n))
 	// Every fifth event, the last included, carries only progress.
-	progress := func(e event) bool { return e.Seq%5 == 0 }
-	extract := cursor.WithProgress(streamtest.Extract[struct{}], progress)
+	extract := func(e event) (int64, error) {
+		if e.Seq%5 == 0 {
+			return e.Seq, cursor.ProgressOnly
+		}
+		return e.Seq, nil
+	}
 	r, err := stream.New(src, extract, s)
 	if err != nil {
 		t.Fatalf("New() = %v", err)

@@ -37,9 +37,9 @@
 //
 // A connection that the server closes between events ends with io.EOF, a
 // clean end. One cut inside an event, or broken by the network, ends with
-// an error and is retried; the partial event is dropped. One whose line or event exceeds [Source.MaxEventSize]
-// fails with [ErrEventTooLarge], marked permanent, rather than buffering
-// without bound.
+// an error and is retried; the partial event is dropped. One whose line or
+// event exceeds [Source.MaxEventSize] fails with an error marked permanent
+// ("sse: event too large: …"), rather than buffering without bound.
 //
 // # Reconnection time
 //
@@ -64,8 +64,8 @@
 // # Event IDs that cannot be sent back
 //
 // An id may hold control characters (the standard forbids only NULL, CR and
-// LF) that no HTTP header can carry. [EventID] refuses such an ID with
-// [ErrUnsendableID] before the event is handled, so the stream stops with
+// LF) that no HTTP header can carry. [EventID] refuses such an ID before
+// the event is handled, so the stream stops with
 // the last good cursor committed and a clear error, instead of committing a
 // cursor from which every reconnect would fail.
 //

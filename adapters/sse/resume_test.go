@@ -127,8 +127,8 @@ func TestUnsendableIDStopsTheStream(t *testing.T) {
 		handled = append(handled, ev.Data)
 		return nil
 	})
-	if !errors.Is(err, sse.ErrUnsendableID) || !errors.Is(err, stream.ErrExtract) {
-		t.Errorf("Run() = %v, want it to match %v and %v", err, sse.ErrUnsendableID, stream.ErrExtract)
+	if !errors.Is(err, sse.ErrUnsendableID) {
+		t.Errorf("Run() = %v, want it to match %v", err, sse.ErrUnsendableID)
 	}
 	if saved, _ := store.Load(context.Background()); saved != "1" || len(handled) != 1 {
 		t.Errorf("after Run: saved cursor %q, handled %q; want \"1\" and [a]", saved, handled)

@@ -44,25 +44,25 @@ type Event struct {
 // MaxEventSize is zero: 1 MiB.
 const defaultMaxEventSize = 1 << 20
 
-// ErrEventTooLarge is matched by the error that ends a connection on which
+// errEventTooLarge is matched by the error that ends a connection on which
 // one line, or the field lines of one event, add up to more than the
-// Source's MaxEventSize bytes. The error is marked [errclass.Permanent]:
+// Source's MaxEventSize bytes. The error is marked errclass.Permanent:
 // reconnecting would receive the same event again.
-var ErrEventTooLarge = errors.New("sse: event too large")
+var errEventTooLarge = errors.New("sse: event too large")
 
-// ErrUnsendableID is matched by the error [EventID] returns for an event
+// errUnsendableID is matched by the error EventID returns for an event
 // whose ID holds a control character that an HTTP header cannot carry
 // (U+0001 to U+0008, U+000B to U+001F, U+007F; NULL, CR and LF never reach
-// an ID), and by the error [Source.Open] returns, marked
-// [errclass.Permanent], for such a cursor. net/http refuses to send it, so
+// an ID), and by the error Source.Open returns, marked
+// errclass.Permanent, for such a cursor. net/http refuses to send it, so
 // a stream resumed from it would fail before reaching the server, forever.
-var ErrUnsendableID = errors.New("sse: event id cannot be sent back in a Last-Event-ID header")
+var errUnsendableID = errors.New("sse: event id cannot be sent back in a Last-Event-ID header")
 
 // EventID is the [cursor.Extractor] of a [Source]: an event's cursor is its
 // ID. It returns [cursor.ProgressOnly] for a heartbeat, and an error
-// matching [ErrUnsendableID] for an ID that could not be sent back on a
-// reconnect; the Resumer then stops before handling that event, with the
-// last good ID committed.
+// ("sse: event id cannot be sent back in a Last-Event-ID header: …") for
+// an ID that could not be sent back on a reconnect; the Resumer then stops
+// before handling that event, with the last good ID committed.
 func EventID(ev Event) (string, error) {
 	if err := checkID(ev.ID); err != nil {
 		return "", err
@@ -73,12 +73,12 @@ func EventID(ev Event) (string, error) {
 	return ev.ID, nil
 }
 
-// checkID returns an error matching ErrUnsendableID when id holds a byte
+// checkID returns an error matching errUnsendableID when id holds a byte
 // that net/http refuses in a header value.
 func checkID(id string) error {
 	for i := range len(id) {
 		if c := id[i]; c < ' ' && c != '\t' || c == 0x7F {
-			return fmt.Errorf("%w: id %q has byte %#02x at %d", ErrUnsendableID, id, c, i)
+			return fmt.Errorf("%w: id %q has byte %#02x at %d", errUnsendableID, id, c, i)
 		}
 	}
 	return nil
@@ -103,7 +103,7 @@ type Source struct {
 	// Cache-Control and Last-Event-ID are set by Open.
 	Header http.Header
 	// MaxEventSize bounds the bytes of one line, and of the field lines of
-	// one event, before the connection fails with [ErrEventTooLarge]. Zero
+	// one event, before the connection fails (marked permanent). Zero
 	// means 1 MiB; a negative value makes Open fail.
 	MaxEventSize int
 
@@ -285,7 +285,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 		err = ctx.Err()
 	case c.closed.Load(): // closed by the Resumer (its idle watchdog): the server's retry: still holds
 		err = c.src.floor(fmt.Errorf("sse: connection closed: %w", net.ErrClosed), 0)
-	case errors.Is(err, ErrEventTooLarge):
+	case errors.Is(err, errEventTooLarge):
 		err = errclass.Permanent(err)
 	default:
 		err = c.src.floor(err, 0)

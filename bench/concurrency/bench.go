@@ -125,7 +125,7 @@ type keyState struct {
 // runRow runs one Resumer over log to its end with n handlers and, when
 // keys > 0, keys keys (window 0: the default).
 func runRow(ctx context.Context, log []item, keys, n, window int) (row, error) {
-	opts := []stream.Option{stream.WithBackoff(backoff.None()), stream.WithConcurrency(n)}
+	opts := []stream.Option{stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(n)}
 	if window > 0 {
 		opts = append(opts, stream.WithWindow(window))
 	}

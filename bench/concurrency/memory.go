@@ -58,7 +58,7 @@ func runMemory(ctx context.Context, cfg memConfig, out io.Writer) error {
 		cfg.every = min(time.Second, cfg.duration/10)
 	}
 	opts := []stream.Option{
-		stream.WithBackoff(backoff.None()), stream.WithConcurrency(cfg.n),
+		stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(cfg.n),
 		stream.WithOrderKey(func(e event) uint64 { return e.Value.R % uint64(cfg.keys) }),
 	}
 	if cfg.window > 0 {

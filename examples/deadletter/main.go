@@ -151,7 +151,7 @@ func consume(ctx context.Context, out io.Writer, s *shop, path string) (parked u
 		return orders[after:min(after+5, int64(len(orders)))], nil // pages of 5
 	}
 	r, err := stream.New(stream.Pages(fetch), orderSeq, cursor.NewMemory[int64](0),
-		stream.WithHandlerRetry(3, backoff.None()), // a real stream waits: backoff.Default()
+		stream.WithHandlerRetry(3, backoff.Constant(0)), // a real stream waits: backoff.Default()
 		stream.WithDeadLetter(dl.Park),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnHandlerError: func(e stream.HandlerEvent[int64]) {

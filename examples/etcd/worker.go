@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/resumable-go/resumable/adapters/etcd"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -25,7 +26,7 @@ func work(ctx context.Context, client *clientv3.Client, cfg config, out *lines, 
 	}
 	return g.Run(ctx, cfg.streams, func(ctx context.Context, o *etcd.Owner) error {
 		name := o.Stream()
-		store, err := etcd.NewOwnerStore(o, etcd.CursorCodec(), etcd.Cursor{})
+		store, err := etcd.NewOwnerStore(o, cursor.JSON[etcd.Cursor](), etcd.Cursor{})
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ func identity(v int64) (int64, error) { return v, nil }
 func runLoop(b *testing.B, next func() bool, opts ...stream.Option) {
 	src := &loopSource{conn: loopConn{next: next}}
 	r, err := stream.New[int64, int64](src, identity, cursor.NewMemory[int64](0),
-		append([]stream.Option{stream.WithBackoff(backoff.None()), stream.WithCheckpointEvery(0)}, opts...)...)
+		append([]stream.Option{stream.WithBackoff(backoff.Constant(0)), stream.WithCheckpointEvery(0)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func runLoop(b *testing.B, next func() bool, opts ...stream.Option) {
 // with the metrics hooks, and with the metrics hooks beside a set of the
 // user's own.
 func BenchmarkRun(b *testing.B) {
-	c, err := prom.NewCollector()
+	c, err := prom.NewCollector("resumable")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func BenchmarkRun(b *testing.B) {
 // BenchmarkCollect measures a scrape of ten thousand attached streams
 // under ten names; one op is one Collect.
 func BenchmarkCollect(b *testing.B) {
-	c, err := prom.NewCollector()
+	c, err := prom.NewCollector("resumable")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func BenchmarkCollect(b *testing.B) {
 // BenchmarkOnCommit measures the per-event hook alone (one op is one call),
 // for one stream, and for GOMAXPROCS streams of one name in parallel.
 func BenchmarkOnCommit(b *testing.B) {
-	c, err := prom.NewCollector()
+	c, err := prom.NewCollector("resumable")
 	if err != nil {
 		b.Fatal(err)
 	}

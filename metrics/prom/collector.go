@@ -1,7 +1,7 @@
 package prom
 
 import (
-	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -60,19 +60,15 @@ func (t *totals) add(o totals) {
 	t.expired += o.expired
 }
 
-// NewCollector returns a Collector with no stream attached. It returns an
-// error matching [stream.ErrInvalidOption] for a bad option.
-func NewCollector(opts ...Option) (*Collector, error) {
-	cfg := config{namespace: "resumable", buckets: defaultDelayBuckets}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
+// NewCollector returns a Collector with no stream attached, whose metric
+// names are namespace + "_" + the name ("resumable" is the usual namespace;
+// "" means no prefix). A namespace that is not a valid metric name prefix
+// gives an error matching [stream.ErrInvalidOption].
+func NewCollector(namespace string) (*Collector, error) {
+	if namespace != "" && !namespaceRE.MatchString(namespace) {
+		return nil, &invalidError{msg: fmt.Sprintf("prom: NewCollector(%q): not a valid metric name prefix", namespace)}
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
-	}
-	name := func(n string) string { return prometheus.BuildFQName(cfg.namespace, "", n) }
+	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	desc := func(n, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name(n), help, append([]string{"name"}, labels...), nil)
 	}
@@ -92,7 +88,7 @@ func NewCollector(opts ...Option) (*Collector, error) {
 		delays: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    name("reconnect_delay_seconds"),
 			Help:    "Wait before each reopen of a connection.",
-			Buckets: cfg.buckets,
+			Buckets: delayBuckets,
 		}, []string{"name"}),
 		owned:    prometheus.NewDesc(name("owned_streams"), "Streams the group member owns.", []string{"member"}, nil),
 		handoffs: prometheus.NewDesc(name("handoffs_total"), "Ownerships of the group member ended by a handoff.", []string{"member"}, nil),

@@ -5,7 +5,7 @@
 // Make one [Collector], register it once, and attach each stream to it under
 // a name with [Hooks]:
 //
-//	c, err := prom.NewCollector()
+//	c, err := prom.NewCollector("resumable")
 //	...
 //	prometheus.MustRegister(c)
 //	h, detach := prom.Hooks[string](c, "orders")

@@ -22,7 +22,7 @@ import (
 // A Collector registered once, a stream attached to it under a name, and
 // the series served on a /metrics endpoint (here on loopback, by httptest).
 func Example() {
-	c, err := prom.NewCollector()
+	c, err := prom.NewCollector("resumable")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func Example() {
 	hooks, detach := prom.Hooks[int64](c, "orders")
 	defer detach() // once the stream is done: drops the series of "orders"
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithHooks(hooks), stream.WithBackoff(backoff.None()))
+		stream.WithHooks(hooks), stream.WithBackoff(backoff.Constant(0)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func Example() {
 // The owner hook of a group member, fed here by hand as the hook of
 // etcd.WithOwnerHook feeds it: two streams taken, one handed off, one lost.
 func ExampleOwnerHook() {
-	c, err := prom.NewCollector()
+	c, err := prom.NewCollector("resumable")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -24,12 +24,18 @@ type event = streamtest.Event[string]
 const bookmark = "bm"
 
 // extract takes an event's cursor; a bookmark is progress-only.
-var extract = cursor.WithProgress(streamtest.Extract[string], func(e event) bool { return e.Value == bookmark })
+func extract(e event) (int64, error) {
+	if e.Value == bookmark {
+		return e.Seq, cursor.ProgressOnly
+	}
+	return e.Seq, nil
+}
 
-// newCollector returns a Collector with the default options.
-func newCollector(t *testing.T, opts ...prom.Option) *prom.Collector {
+// newCollector returns a Collector in the namespace "resumable", or in ns
+// when one is given.
+func newCollector(t *testing.T, ns ...string) *prom.Collector {
 	t.Helper()
-	c, err := prom.NewCollector(opts...)
+	c, err := prom.NewCollector(append(ns, "resumable")[0])
 	if err != nil {
 		t.Fatalf("NewCollector() = %v", err)
 	}

@@ -27,7 +27,7 @@ func ExampleNewSource() {
 		return r.Cursor(), nil // nothing was missed: go on from here
 	}
 	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithResync(resync))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithResync(resync))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -64,7 +64,7 @@ func ExampleRandomScript() {
 		return r.Cursor(), nil
 	}
 	r, err := stream.New(src, streamtest.Extract[int], cursor.NewMemory[int64](0),
-		stream.WithBackoff(backoff.None()), stream.WithResync(resync))
+		stream.WithBackoff(backoff.Constant(0)), stream.WithResync(resync))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -59,8 +59,8 @@ const (
 	numKinds
 )
 
-// String names the kind.
-func (k Kind) String() string {
+// name names the kind, for Step.String.
+func (k Kind) name() string {
 	switch k {
 	case Deliver:
 		return "deliver"
@@ -103,13 +103,13 @@ type Step struct {
 func (s Step) String() string {
 	switch s.Kind {
 	case FailOpen:
-		return fmt.Sprintf("%v(%v)", s.Kind, s.err())
+		return fmt.Sprintf("%s(%v)", s.Kind.name(), s.err())
 	case DelayAfter:
-		return fmt.Sprintf("%v(%d, %v)", s.Kind, s.K, s.Delay)
+		return fmt.Sprintf("%s(%d, %v)", s.Kind.name(), s.K, s.Delay)
 	case BlockOpen:
-		return s.Kind.String()
+		return s.Kind.name()
 	}
-	return fmt.Sprintf("%v(%d)", s.Kind, s.K)
+	return fmt.Sprintf("%s(%d)", s.Kind.name(), s.K)
 }
 
 func (s Step) err() error {
@@ -198,20 +198,6 @@ func (s *Source[T]) Append(values ...T) {
 	close(s.grew)
 	s.grew = make(chan struct{})
 	s.mu.Unlock()
-}
-
-// Script returns the steps of the fault script not consumed yet.
-func (s *Source[T]) Script() []Step {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.script)
-}
-
-// Len returns the number of events in the log.
-func (s *Source[T]) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.log)
 }
 
 // Opens returns a copy of the record of every Open so far.

@@ -162,8 +162,11 @@ func TestScriptIsPlayedOneStepPerOpen(t *testing.T) {
 	if got := src.Live(); got != 2 {
 		t.Errorf("Live() = %d, want 2", got)
 	}
-	if diff := cmp.Diff(script[3:], src.Script()); diff != "" {
-		t.Errorf("Script() after three Opens (-want +got):\n%s", diff)
+	script[0].Kind = streamtest.FailOpen // as it was given
+	for i, o := range src.Opens() {
+		if o.Step.Kind != script[i].Kind || o.Step.K != script[i].K {
+			t.Errorf("Open %d played %v, want %v", i, o.Step, script[i])
+		}
 	}
 	c1.Close()
 	c1.Close() // more than once is fine
@@ -328,9 +331,6 @@ func TestWaitAtEndOfLogWakesOnAppend(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Recv() after Append = %v, want event 3", err)
 	}
-	if got := src.Len(); got != 3 {
-		t.Errorf("Len() = %d, want 3", got)
-	}
 
 	// Waiting honours ctx.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -479,7 +479,7 @@ func TestConcurrentUse(t *testing.T) {
 		defer wg.Done()
 		for range 50 {
 			src.Append("more")
-			_ = src.Script()
+			_ = src.Opens()
 		}
 	}()
 	wg.Wait()

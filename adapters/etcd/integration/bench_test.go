@@ -92,7 +92,7 @@ func BenchmarkClusterSaveFenced(b *testing.B) {
 		b.Fatal(err)
 	}
 	fence := clientv3.Compare(clientv3.CreateRevision("/bench/owner"), "=", resp.Header.Revision)
-	s, err := etcd.NewStore(cl, "/bench/cursor", etcd.CursorCodec(), etcd.Cursor{}, etcd.WithFence(fence))
+	s, err := etcd.NewStore(cl, "/bench/cursor", cursor.JSON[etcd.Cursor](), etcd.Cursor{}, etcd.WithFence(fence))
 	if err != nil {
 		b.Fatal(err)
 	}

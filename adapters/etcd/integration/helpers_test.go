@@ -20,6 +20,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
@@ -376,7 +377,7 @@ func cursorHistory(t *testing.T, c *clientv3.Client, stream string) []etcd.Curso
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var out []etcd.Cursor
-	codec := etcd.CursorCodec()
+	codec := cursor.JSON[etcd.Cursor]()
 	for wr := range c.Watch(wctx, key, clientv3.WithRev(1), clientv3.WithProgressNotify()) {
 		if err := wr.Err(); err != nil {
 			t.Fatalf("watching the history of %s: %v", key, err)

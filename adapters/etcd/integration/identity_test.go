@@ -210,7 +210,7 @@ func checkStoreRefuses(t *testing.T, s cursor.Store[etcd.Cursor], cur etcd.Curso
 // savedStore returns a Store at key that read the cluster and wrote cur.
 func savedStore(t *testing.T, cl *clientv3.Client, key string, cur etcd.Cursor) cursor.Store[etcd.Cursor] {
 	t.Helper()
-	s, err := etcd.NewStore(cl, key, etcd.CursorCodec(), etcd.Cursor{})
+	s, err := etcd.NewStore(cl, key, cursor.JSON[etcd.Cursor](), etcd.Cursor{})
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}

@@ -58,7 +58,7 @@ func TestTxnCut(t *testing.T) {
 		first := c.Client(t, c.Endpoint(0))
 		keys, rev := txn50(t, first, "/cut/stop/")
 		newStore := func(cl *clientv3.Client) cursor.Store[etcd.Cursor] {
-			s, err := etcd.NewStore(cl, "/cut/stop-cursor", etcd.CursorCodec(), etcd.Cursor{Revision: rev - 1})
+			s, err := etcd.NewStore(cl, "/cut/stop-cursor", cursor.JSON[etcd.Cursor](), etcd.Cursor{Revision: rev - 1})
 			if err != nil {
 				t.Fatalf("NewStore() = %v", err)
 			}
@@ -106,7 +106,7 @@ func TestTxnCut(t *testing.T) {
 		defer proxy.Close()
 		saver := c.Client(t, proxy.Addr())
 		keys, rev := txn50(t, watcher, "/cut/save/")
-		store, err := etcd.NewStore(saver, "/cut/save-cursor", etcd.CursorCodec(), etcd.Cursor{Revision: rev - 1},
+		store, err := etcd.NewStore(saver, "/cut/save-cursor", cursor.JSON[etcd.Cursor](), etcd.Cursor{Revision: rev - 1},
 			etcd.WithTimeout(500*time.Millisecond))
 		if err != nil {
 			t.Fatalf("NewStore() = %v", err)
@@ -179,7 +179,7 @@ func TestCompactionPastCursor(t *testing.T) {
 		}
 		writes = append(writes, resp.Header.Revision)
 	}
-	store, err := etcd.NewStore(cl, "/compact-cursor", etcd.CursorCodec(), etcd.Cursor{Revision: writes[0] - 1})
+	store, err := etcd.NewStore(cl, "/compact-cursor", cursor.JSON[etcd.Cursor](), etcd.Cursor{Revision: writes[0] - 1})
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
 	}

@@ -255,7 +255,7 @@ func awaitCursor(t *testing.T, c *clientv3.Client, stream string) etcd.Cursor {
 			t.Fatalf("Get() = %v", err)
 		}
 		if len(resp.Kvs) > 0 {
-			cur, err := etcd.CursorCodec().Decode(resp.Kvs[0].Value)
+			cur, err := cursor.JSON[etcd.Cursor]().Decode(resp.Kvs[0].Value)
 			if err != nil {
 				t.Fatalf("cursor: %v", err)
 			}

@@ -1,0 +1,7 @@
+package sse
+
+// The errors of bad events, for the package's tests.
+var (
+	ErrEventTooLarge = errEventTooLarge
+	ErrUnsendableID  = errUnsendableID
+)

@@ -1,0 +1,8 @@
+package stream
+
+// The Resumer's own errors, for the package's tests.
+var (
+	ErrNilConn         = errNilConn
+	ErrCursorRegressed = errCursorRegressed
+	ErrExtract         = errExtract
+)
