@@ -122,20 +122,15 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 			o.applyGroup(&cfg)
 		}
 	}
-	errs := []error{validName("member", member)}
-	if client == nil {
-		errs = append(errs, invalid("etcd: NewGroup: the client is nil"))
+	var bad error // the backoff policy's option error
+	if v, ok := cfg.policy.(interface{ Validate() error }); ok {
+		bad = v.Validate()
 	}
-	if cfg.ttl < time.Second {
-		errs = append(errs, invalid("etcd: WithTTL(%v): the TTL must be at least 1s", cfg.ttl))
-	}
-	if cfg.prefix == "" {
-		errs = append(errs, invalid("etcd: WithKeyPrefix(\"\"): the prefix must not be empty"))
-	}
-	if v, ok := cfg.policy.(interface{ Validate() error }); ok && v.Validate() != nil {
-		errs = append(errs, invalid("etcd: WithGroupBackoff: %w", v.Validate()))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(validName("member", member),
+		invalidIf(client == nil, "etcd: NewGroup: the client is nil"),
+		invalidIf(cfg.ttl < time.Second, "etcd: WithTTL(%v): the TTL must be at least 1s", cfg.ttl),
+		invalidIf(cfg.prefix == "", "etcd: WithKeyPrefix(\"\"): the prefix must not be empty"),
+		invalidIf(bad != nil, "etcd: WithGroupBackoff: %w", bad)); err != nil {
 		return nil, err
 	}
 	cfg.hooks = slices.DeleteFunc(cfg.hooks, func(f func(OwnerEvent)) bool { return f == nil })
@@ -147,10 +142,16 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 // a line in the member's key, so it must be non-empty, printable, without
 // white space and without "/".
 func validName(what, name string) error {
-	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
-		return invalid("etcd: %s name %q: use printable characters other than white space and '/'", what, name)
+	bad := name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) })
+	return invalidIf(bad, "etcd: %s name %q: use printable characters other than white space and '/'", what, name)
+}
+
+// invalidIf returns invalid(format, a...) if bad, and nil if not.
+func invalidIf(bad bool, format string, a ...any) error {
+	if !bad {
+		return nil
 	}
-	return nil
+	return invalid(format, a...)
 }
 
 // RunFunc runs one stream while its [Owner] owns it. It must return once
@@ -191,8 +192,8 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	}
 	offered := make(map[string]bool, len(streams))
 	for _, s := range streams {
-		if err := validName("stream", s); err != nil || offered[s] {
-			return cmp.Or(err, invalid("etcd: stream %q is named twice", s))
+		if err := cmp.Or(validName("stream", s), invalidIf(offered[s], "etcd: stream %q is named twice", s)); err != nil {
+			return err
 		}
 		offered[s] = true
 	}
@@ -207,13 +208,9 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
-		delay, ok := seq.Next()
-		if !ok {
-			return fmt.Errorf("etcd: member %q: the backoff policy gave up: %w", g.member, err)
-		}
-		g.log.Warn("membership ended; joining again", zap.Duration("delay", delay), zap.Error(err))
-		if !sleep(ctx, delay) {
-			return ctx.Err()
+		g.log.Warn("membership ended; joining again", zap.Error(err))
+		if !backOff(ctx, seq) {
+			return cmp.Or(ctx.Err(), fmt.Errorf("etcd: member %q: the backoff policy gave up: %w", g.member, err))
 		}
 	}
 }
@@ -231,15 +228,21 @@ func notOwner(stream string, why error) error {
 	return fmt.Errorf("%w: stream %q: %w", ErrNotOwner, stream, why)
 }
 
-// sleep waits d or until ctx ends; it reports false when ctx ended.
+// backOff waits the next delay of seq, or until ctx ends; it reports false
+// when ctx ended or seq gave up.
+func backOff(ctx context.Context, seq backoff.Sequence) bool {
+	d, ok := seq.Next()
+	return ok && sleep(ctx, d)
+}
+
+// sleep waits d, or until ctx ends; it reports false when ctx ended.
 func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
+		return true
 	case <-ctx.Done():
+		return false
 	}
-	return ctx.Err() == nil
 }
 
 // Owner is a member's ownership of one stream, handed to a [RunFunc]. Its
@@ -266,19 +269,21 @@ func (o *Owner) Fence() clientv3.Cmp {
 
 // Guard returns handle preceded by a check of the member's lease: an event
 // is handed to handle only while the lease cannot have expired by the
-// process's own clock (asking etcd when that clock says it may have), so a
-// member paused past its lease handles nothing more once it resumes
-// (except the events whose check had passed before the pause: one per
-// stream, or up to n under stream.WithConcurrency(n)). Once the lease is
-// known lost, or the run given o returned, the returned function fails with
-// an error matching [ErrNotOwner], marked [errclass.Permanent]. It is safe
-// for concurrent use, and the check allocates nothing.
+// process's own clock (the member renews it every third of its TTL and
+// counts it lost once a renewal went unanswered until the TTL, counted
+// from the last renewal sent, ran out), so a member paused past its lease
+// handles nothing more once it resumes (except the events whose check had
+// passed before the pause: one per stream, or up to n under
+// stream.WithConcurrency(n)). Once the lease may have expired, or the run
+// given o returned, the returned function fails with an error matching
+// [ErrNotOwner], marked [errclass.Permanent]. It is safe for concurrent
+// use, and the check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	return func(ctx context.Context, event T) error {
 		if o.ended.Load() {
 			return errclass.Permanent(notOwner(o.stream, errors.New("its run returned")))
 		}
-		if err := o.m.s.check(ctx, o.stream); err != nil {
+		if err := o.m.s.check(o.stream); err != nil {
 			return err
 		}
 		return handle(ctx, event)

@@ -1,11 +1,12 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,8 +17,8 @@ import (
 )
 
 // member is one membership of a Group, under one lease: its view of the
-// group (the member and owner keys, read once and then watched) and the
-// streams it runs. Only its own loop uses it.
+// group (the member and owner keys, read once and then watched), the
+// streams to reconsider, and the streams it runs. Only its own loop uses it.
 type member struct {
 	*Group
 	s       *session
@@ -25,6 +26,7 @@ type member struct {
 	streams []string
 	members map[string]map[string]bool  // member → the streams it offers
 	owners  map[string]*mvccpb.KeyValue // stream → its owner key; CreateRevision 0 once deleted
+	todo    []string                    // the streams to reconcile, in order; one may come twice
 	runs    map[string]*ownership       // the streams this member runs
 	ended   chan *ownership             // the runs that returned
 }
@@ -40,23 +42,21 @@ type ownership struct {
 
 // join runs the member's share of the streams under a new lease until ctx
 // ends or the lease is lost (a lease that lived resets seq), then stops
-// every run, waits for them, and revokes the lease. A failed etcd request
-// is retried after a step of seq; once seq gives up, join returns the
-// request's error.
+// every run, waits for them, revokes the lease, and reports the ends of
+// the ownerships (after the revocation: the successors may start). Once
+// seq gives up on a failed etcd request, join returns the request's error.
 func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
-	if m.s, err = newSession(ctx, m.client, m.ttl); err != nil {
+	sctx, cancel := context.WithCancel(ctx) // ends with ctx or with the lease
+	defer cancel()
+	if m.s, err = newSession(ctx, m.client, m.ttl, cancel); err != nil {
 		return err
 	}
 	m.log.Info("joined", zap.String("lease", fmt.Sprintf("%x", m.s.id)), zap.Duration("ttl", m.s.ttl))
-	lost, err := m.serve(ctx, seq)
-	if lost {
+	if err = m.serve(sctx, seq); ctx.Err() == nil && sctx.Err() != nil {
 		seq.Reset()
 		err = fmt.Errorf("etcd: member %q: %w", m.member, errLost)
 	}
-	for s, o := range m.runs {
-		if lost && o.err == nil {
-			o.err = notOwner(s, errLost)
-		}
+	for _, o := range m.runs {
 		o.cancel()
 	}
 	var events []OwnerEvent
@@ -71,60 +71,58 @@ func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
 }
 
 // serve registers the member, reads and watches the member and owner keys,
-// and reconciles the streams each change concerns, until ctx ends or the
-// lease is lost (lost true). After a failure it reads again (if the watch
-// failed) and reconciles every stream; once seq gives up, it returns the
-// failure.
-func (m *member) serve(ctx context.Context, seq backoff.Sequence) (lost bool, err error) {
-	ctx, cancel := context.WithCancel(ctx) // the watch ends with serve
-	defer cancel()
+// and reconciles, one at a time, the streams each change concerns, until
+// ctx ends (join ends it when the lease is lost). Watch events and runs
+// that returned are taken between two streams, so that a long pass (a
+// member taking thousands of streams) acts on what it learns meanwhile.
+// After a failed request (or watch) it waits a step of seq, then tries the
+// same stream again (or reads everything again); once seq gives up, it
+// returns the failure.
+func (m *member) serve(ctx context.Context, seq backoff.Sequence) (err error) {
 	var watch clientv3.WatchChan // nil until the keys are read, and once it failed
-	retry := time.After(0)
 	for {
-		err = nil
+		var work <-chan struct{} // ready while there is a read to make or a stream to reconcile
+		if watch == nil || len(m.todo) > 0 {
+			work = ready
+		}
 		select {
 		case <-ctx.Done():
-			return false, nil
-		case <-m.s.done:
-			return true, nil
+			return nil
 		case o := <-m.ended:
 			m.emit(m.end(o))
-			err = m.reconcile(ctx, o.stream)
+			m.todo = append(m.todo, o.stream)
 		case wr, ok := <-watch:
-			var changed []string
 			for _, ev := range wr.Events {
-				changed = append(changed, m.apply(ev.Kv)...)
+				m.apply(ev.Kv)
 			}
-			err = m.reconcile(ctx, changed...)
 			if !ok || wr.Err() != nil {
-				watch = nil
+				watch, err = nil, fmt.Errorf("etcd: watching the group under %q: %w", m.prefix, cmp.Or(wr.Err(), errors.New("the watch closed")))
 			}
-		case <-retry:
-			retry = nil
+		case <-work:
 			if watch == nil {
 				watch, err = m.load(ctx)
-			}
-			if err == nil {
-				err = m.reconcile(ctx, m.streams...)
-			}
-			if err == nil {
+			} else if err = m.reconcile(ctx, m.todo[0]); err == nil {
+				m.todo = m.todo[1:]
 				seq.Reset()
 			}
 		}
-		if (err != nil || watch == nil) && retry == nil {
-			delay, ok := seq.Next()
-			if !ok {
-				return false, err
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("etcd request failed", zap.Error(err))
+			if !backOff(ctx, seq) {
+				return err
 			}
-			retry = time.After(delay)
+			err = nil
 		}
 	}
 }
 
+// ready is always ready to receive from.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // load puts the member key, reads the member and owner keys (side by side:
-// "members/" < "owners/"), and watches them from the next revision. The
-// read follows the put by a round trip, so members started together see
-// each other before they take streams.
+// "members/" < "owners/"), queues every stream, and watches the keys from
+// the next revision. The read follows the put by a round trip, so members
+// started together see each other before they take streams.
 func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 	from, to := m.prefix+"members/", clientv3.GetPrefixRangeEnd(m.prefix+"owners/")
 	if _, err := m.client.Put(ctx, from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)); err != nil {
@@ -138,23 +136,25 @@ func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 	for _, kv := range resp.Kvs {
 		m.apply(kv)
 	}
+	m.todo = slices.Clone(m.streams)
 	return m.client.Watch(ctx, from, clientv3.WithRange(to), clientv3.WithRev(resp.Header.Revision+1)), nil
 }
 
 // apply records a change of a member or owner key (a deletion has
-// CreateRevision 0), and returns the streams it concerns.
-func (m *member) apply(kv *mvccpb.KeyValue) []string {
+// CreateRevision 0), and queues the streams it concerns.
+func (m *member) apply(kv *mvccpb.KeyValue) {
 	key := strings.TrimPrefix(string(kv.Key), m.prefix)
 	if name, ok := strings.CutPrefix(key, "members/"); ok {
 		m.members[name] = map[string]bool{}
 		for _, s := range strings.Split(string(kv.Value), "\n") {
 			m.members[name][s] = kv.CreateRevision != 0
 		}
-		return m.streams
+		m.todo = append(m.todo, m.streams...)
+		return
 	}
 	stream := strings.TrimPrefix(key, "owners/")
 	m.note(stream, kv)
-	return []string{stream}
+	m.todo = append(m.todo, stream)
 }
 
 // note records kv as stream's owner key unless the view knows a later state.
@@ -177,73 +177,70 @@ func (m *member) picked(stream string) bool {
 	return p == m.member
 }
 
-// reconcile compares, for each stream, who should own it with who does, and
-// acts: it stops a run whose owner key is gone or that another member is
-// picked for; it runs a stream whose owner key has this member's lease, if
-// picked, and deletes that key if not (after a handoff, or a Txn whose reply
-// was lost); it takes a free stream it is picked for. It returns the first
-// failed etcd request's error.
-func (m *member) reconcile(ctx context.Context, streams ...string) error {
-	for _, s := range streams {
+// reconcile compares who should own stream with who does, and acts: it
+// stops a run whose owner key is gone or that another member is picked
+// for; it runs the stream if its owner key has this member's lease and
+// this member is picked, and deletes that key if not picked (after a
+// handoff, or a Txn whose reply was lost); it takes the stream if it is
+// free and this member is picked. A take or a deletion is one conditional
+// Txn that also reads the key, so the view learns the outcome at once
+// (success or not) and reconcile looks again. It returns the failed etcd
+// request's error.
+func (m *member) reconcile(ctx context.Context, s string) error {
+	for {
 		k, o, picked := m.owners[s], m.runs[s], m.picked(s)
-		mine := k.GetCreateRevision() != 0 && k.GetLease() == int64(m.s.id)
+		rev := k.GetCreateRevision()
+		mine := rev != 0 && k.GetLease() == int64(m.s.id)
 		switch {
-		case o != nil && k.GetCreateRevision() != o.rev:
+		case o != nil && rev != o.rev:
 			o.err = notOwner(s, fmt.Errorf("its owner key was deleted or replaced at revision %d", k.GetModRevision()))
 			o.cancel()
 		case o != nil && !picked:
 			o.cancel() // a handoff, unless it was stopped for another reason
 		case o != nil: // running, or stopped and ending
 		case mine && picked:
-			m.start(ctx, s, k.CreateRevision)
-		case mine || k.GetCreateRevision() == 0 && picked:
-			// Hand the stream off (delete its owner key if it is still the
-			// one created at rev) or take it (create the key if there is
-			// none). The view records a success at once (the watch brings
-			// it later); after a failed comparison, the watch brings the key.
-			key, rev := m.prefix+"owners/"+s, k.GetCreateRevision()
+			// The run ends when the member stops it, never by ctx alone:
+			// every end has a reason.
+			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			o = &ownership{stream: s, rev: rev, cancel: cancel}
+			m.runs[s] = o
+			m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
+			go func() { o.result = m.keepRunning(rctx, s, rev); m.ended <- o }()
+		case mine || rev == 0 && picked:
+			key := m.prefix + "owners/" + s
 			op := clientv3.OpDelete(key)
 			if rev == 0 {
 				op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
 			}
-			tctx, cancel := context.WithTimeout(ctx, m.s.ttl)
-			resp, err := m.client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(op).Commit()
-			cancel()
+			resp, err := m.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+				Then(op, clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
 			if err != nil {
 				return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
 			}
-			if r := resp.Header.Revision; resp.Succeeded && rev == 0 {
-				m.note(s, &mvccpb.KeyValue{Lease: int64(m.s.id), CreateRevision: r, ModRevision: r})
-				m.start(ctx, s, r)
-			} else if resp.Succeeded {
-				m.note(s, &mvccpb.KeyValue{ModRevision: r})
+			k = &mvccpb.KeyValue{ModRevision: resp.Header.Revision} // none
+			if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				k = kvs[0]
 			}
+			m.note(s, k)
+			continue
 		}
+		return nil
 	}
-	return nil
 }
 
-// start runs stream, owned under the owner key created at rev. The run ends
-// when the member stops it, never by ctx alone: every end has a reason.
-func (m *member) start(ctx context.Context, stream string, rev int64) {
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	o := &ownership{stream: stream, rev: rev, cancel: cancel}
-	m.runs[stream] = o
-	m.emit(OwnerEvent{Stream: stream, Member: m.member, Owned: true})
-	go func() { o.result = m.keepRunning(rctx, stream, rev); m.ended <- o }()
-}
-
-// end takes note of a run that returned and returns its owner event. A run
-// that returned an error matching ErrNotOwner lost its owner key: unless
-// the view knows a later state, it marks the key deleted, so that the
-// stream is not run again on the view's word.
+// end takes note of a run that returned and returns its owner event: a
+// handoff (Err nil) unless the run was stopped for a reason, returned an
+// error matching ErrNotOwner, or the lease may have expired. A run that
+// returned such an error lost its owner key: unless the view knows a later
+// state, end marks the key deleted, so that the stream is not run again on
+// the view's word.
 func (m *member) end(o *ownership) OwnerEvent {
 	delete(m.runs, o.stream)
 	if o.err == nil && errors.Is(o.result, ErrNotOwner) {
 		o.err = o.result
 		m.note(o.stream, &mvccpb.KeyValue{ModRevision: o.rev})
 	}
-	return OwnerEvent{Stream: o.stream, Member: m.member, Err: o.err}
+	return OwnerEvent{Stream: o.stream, Member: m.member, Err: cmp.Or(o.err, m.s.check(o.stream))}
 }
 
 // keepRunning runs stream, and again after a backoff step each time the run
@@ -260,11 +257,7 @@ func (m *member) keepRunning(ctx context.Context, stream string, rev int64) erro
 			return err
 		}
 		m.log.Warn("stream run returned; starting it again", zap.String("stream", stream), zap.Error(err))
-		delay, ok := seq.Next()
-		if !ok {
-			delay = m.ttl
-		}
-		if !sleep(ctx, delay) {
+		if !backOff(ctx, seq) && !sleep(ctx, m.ttl) { // once seq gave up, every TTL
 			return err
 		}
 	}
