@@ -187,23 +187,18 @@ type RunFunc func(ctx context.Context, o *Owner) error
 // another Run of this Group is in progress. No goroutine it starts outlives
 // it.
 func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
-	if run == nil {
-		return invalid("etcd: Group.Run: run is nil")
-	}
-	offered := make(map[string]bool, len(streams))
+	err, offered := invalidIf(run == nil, "etcd: Group.Run: run is nil"), make(map[string]bool, len(streams))
 	for _, s := range streams {
-		if err := cmp.Or(validName("stream", s), invalidIf(offered[s], "etcd: stream %q is named twice", s)); err != nil {
-			return err
-		}
+		err = cmp.Or(err, validName("stream", s), invalidIf(offered[s], "etcd: stream %q is named twice", s))
 		offered[s] = true
 	}
-	if !g.running.CompareAndSwap(false, true) {
-		return errAlreadyRunning
+	if err != nil || !g.running.CompareAndSwap(false, true) {
+		return cmp.Or[error](err, errAlreadyRunning)
 	}
 	defer g.running.Store(false)
 	seq := g.policy.NewSequence()
 	for {
-		m := &member{Group: g, run: run, streams: slices.Clone(streams), runs: map[string]*ownership{}, ended: make(chan *ownership, len(streams))}
+		m := &member{Group: g, run: run, streams: slices.Clone(streams), runs: map[string]*Owner{}, ended: make(chan *Owner, len(streams))}
 		err := m.join(ctx, seq)
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
@@ -251,7 +246,11 @@ type Owner struct {
 	stream string
 	rev    int64 // its owner key's create revision
 	m      *member
-	ended  atomic.Bool // the run returned: this ownership is over
+	runs   atomic.Int64 // how many runs given it returned
+	// Of the member's loop only:
+	cancel context.CancelFunc // stops the runs; called again, it does nothing
+	err    error              // why they were stopped: nil for a handoff
+	result error              // what the last run returned, set before o is sent on ended
 }
 
 // Stream returns the stream's name.
@@ -279,8 +278,9 @@ func (o *Owner) Fence() clientv3.Cmp {
 // [ErrNotOwner], marked [errclass.Permanent]. It is safe for concurrent
 // use, and the check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
+	run := o.runs.Load() // the run this guard is made in
 	return func(ctx context.Context, event T) error {
-		if o.ended.Load() {
+		if o.runs.Load() != run {
 			return errclass.Permanent(notOwner(o.stream, errors.New("its run returned")))
 		}
 		if err := o.m.s.check(o.stream); err != nil {

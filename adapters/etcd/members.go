@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -27,17 +28,8 @@ type member struct {
 	members map[string]map[string]bool  // member → the streams it offers
 	owners  map[string]*mvccpb.KeyValue // stream → its owner key; CreateRevision 0 once deleted
 	todo    []string                    // the streams to reconcile, in order; one may come twice
-	runs    map[string]*ownership       // the streams this member runs
-	ended   chan *ownership             // the runs that returned
-}
-
-// ownership is a stream this member runs, in a goroutine of its own.
-type ownership struct {
-	stream string
-	rev    int64              // its owner key's create revision
-	cancel context.CancelFunc // stops the run; called again, it does nothing
-	err    error              // why it was stopped: nil for a handoff
-	result error              // what the run returned, set before it is sent on ended
+	runs    map[string]*Owner           // the streams this member runs, each in a goroutine of its own
+	ended   chan *Owner                 // the ownerships whose runs returned
 }
 
 // join runs the member's share of the streams under a new lease until ctx
@@ -141,7 +133,8 @@ func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 }
 
 // apply records a change of a member or owner key (a deletion has
-// CreateRevision 0), and queues the streams it concerns.
+// CreateRevision 0; an owner key's change older than the one recorded is
+// ignored), and queues the streams it concerns.
 func (m *member) apply(kv *mvccpb.KeyValue) {
 	key := strings.TrimPrefix(string(kv.Key), m.prefix)
 	if name, ok := strings.CutPrefix(key, "members/"); ok {
@@ -153,27 +146,17 @@ func (m *member) apply(kv *mvccpb.KeyValue) {
 		return
 	}
 	stream := strings.TrimPrefix(key, "owners/")
-	m.note(stream, kv)
-	m.todo = append(m.todo, stream)
-}
-
-// note records kv as stream's owner key unless the view knows a later state.
-func (m *member) note(stream string, kv *mvccpb.KeyValue) {
-	if kv.ModRevision >= m.owners[stream].GetModRevision() {
+	if kv.ModRevision >= m.owners[stream].GetModRevision() { // unless the view knows a later state
 		m.owners[stream] = kv
 	}
+	m.todo = append(m.todo, stream)
 }
 
 // picked reports whether rendezvous hashing picks this member for stream
 // among the members offering it.
 func (m *member) picked(stream string) bool {
-	var candidates []string
-	for name, offers := range m.members {
-		if offers[stream] {
-			candidates = append(candidates, name)
-		}
-	}
-	p, _ := hrw.Pick(stream, candidates)
+	offering := slices.DeleteFunc(slices.Collect(maps.Keys(m.members)), func(name string) bool { return !m.members[name][stream] })
+	p, _ := hrw.Pick(stream, offering)
 	return p == m.member
 }
 
@@ -202,10 +185,10 @@ func (m *member) reconcile(ctx context.Context, s string) error {
 			// The run ends when the member stops it, never by ctx alone:
 			// every end has a reason.
 			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			o = &ownership{stream: s, rev: rev, cancel: cancel}
+			o = &Owner{stream: s, rev: rev, m: m, cancel: cancel}
 			m.runs[s] = o
 			m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
-			go func() { o.result = m.keepRunning(rctx, s, rev); m.ended <- o }()
+			go func() { o.result = m.keepRunning(rctx, o); m.ended <- o }()
 		case mine || rev == 0 && picked:
 			key := m.prefix + "owners/" + s
 			op := clientv3.OpDelete(key)
@@ -217,11 +200,11 @@ func (m *member) reconcile(ctx context.Context, s string) error {
 			if err != nil {
 				return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
 			}
-			k = &mvccpb.KeyValue{ModRevision: resp.Header.Revision} // none
+			k = &mvccpb.KeyValue{Key: []byte(key), ModRevision: resp.Header.Revision} // none
 			if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				k = kvs[0]
 			}
-			m.note(s, k)
+			m.apply(k)
 			continue
 		}
 		return nil
@@ -234,29 +217,27 @@ func (m *member) reconcile(ctx context.Context, s string) error {
 // returned such an error lost its owner key: unless the view knows a later
 // state, end marks the key deleted, so that the stream is not run again on
 // the view's word.
-func (m *member) end(o *ownership) OwnerEvent {
+func (m *member) end(o *Owner) OwnerEvent {
 	delete(m.runs, o.stream)
 	if o.err == nil && errors.Is(o.result, ErrNotOwner) {
 		o.err = o.result
-		m.note(o.stream, &mvccpb.KeyValue{ModRevision: o.rev})
+		m.apply(&mvccpb.KeyValue{Key: []byte(m.prefix + "owners/" + o.stream), ModRevision: o.rev})
 	}
 	return OwnerEvent{Stream: o.stream, Member: m.member, Err: cmp.Or(o.err, m.s.check(o.stream))}
 }
 
-// keepRunning runs stream, and again after a backoff step each time the run
-// returns on its own, until ctx ends or the run returns an error matching
-// ErrNotOwner. Each run gets an Owner of its own, whose guard fails once the
-// run returned.
-func (m *member) keepRunning(ctx context.Context, stream string, rev int64) error {
+// keepRunning runs o's stream, and again after a backoff step each time the
+// run returns on its own, until ctx ends or the run returns an error
+// matching ErrNotOwner. A guard made in a run fails once that run returned.
+func (m *member) keepRunning(ctx context.Context, o *Owner) error {
 	seq := m.policy.NewSequence()
 	for {
-		o := &Owner{stream: stream, rev: rev, m: m}
 		err := m.run(ctx, o)
-		o.ended.Store(true)
+		o.runs.Add(1)
 		if ctx.Err() != nil || errors.Is(err, ErrNotOwner) {
 			return err
 		}
-		m.log.Warn("stream run returned; starting it again", zap.String("stream", stream), zap.Error(err))
+		m.log.Warn("stream run returned; starting it again", zap.String("stream", o.stream), zap.Error(err))
 		if !backOff(ctx, seq) && !sleep(ctx, m.ttl) { // once seq gave up, every TTL
 			return err
 		}
