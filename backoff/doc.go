@@ -7,9 +7,9 @@
 // A [Policy] is a recipe and is safe to share between any number of streams;
 // a [Sequence] is one stream's state and belongs to one goroutine.
 //
-// Stock policies: [Default], [Exponential] with options, [Constant] and
-// [None] (with a minimum restart delay, client-go's RetryWatcher); any other
-// schedule is a [Policy] of your own.
+// Stock policies: [Default], [Exponential] with options and [Constant]
+// (Constant(0) with a minimum restart delay is client-go's RetryWatcher);
+// any other schedule is a [Policy] of your own.
 //
 // How a stream combines a step with the server's delay and the minimum
 // restart delay is the delay rule of docs/how-it-decides.md in the

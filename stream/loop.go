@@ -441,7 +441,7 @@ func (r *Resumer[T, C]) emptyEndStep() time.Duration {
 	}
 	step, ok := r.st.emptyEnds.Next()
 	switch {
-	case ok: // a zero step (backoff.None) is the policy's choice: no wait
+	case ok: // a zero step (backoff.Constant(0)) is the policy's choice: no wait
 		r.st.lastStep = max(step, r.st.lastStep)
 	case r.st.lastStep > 0:
 		step = r.st.lastStep

@@ -78,7 +78,7 @@ func WithLogger(l *zap.Logger) Option {
 // WithBackoff sets the policy for the delay after a failed watch (the delay
 // rule: docs/how-it-decides.md). A policy that gives up stops the watcher
 // after a final watch.Error event describing the last failure. Default:
-// [backoff.None], as in client-go. Nil means the default.
+// backoff.Constant(0), as in client-go. Nil means the default.
 func WithBackoff(p backoff.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
 }

@@ -12,8 +12,8 @@
 //	defer detach() // once the stream is done
 //	r, err := stream.New(src, extract, store, stream.WithHooks(h))
 //
-// Every series carries a "name" label (prefix "resumable_" unless
-// [WithNamespace] says otherwise):
+// Every series carries a "name" label (prefix: the namespace given to
+// [NewCollector] and "_"; "resumable_" below):
 //
 //	resumable_events_total{name}                 events handled and committed, a resync's replay included
 //	resumable_progress_events_total{name}        progress-only events committed (bookmarks)
