@@ -3,17 +3,15 @@
 // member joining or leaving moves only the streams it wins or held.
 package hrw
 
-// Score returns member's weight for stream: a 64-bit FNV-1a hash of both
+import "hash/fnv"
+
+// Score returns member's weight for stream: the 64-bit FNV-1a hash of both
 // names, separated by a zero byte, through the SplitMix64 finalizer. It is
 // the same in every process and every release.
 func Score(member, stream string) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037) // the FNV-1a offset basis
-	for _, part := range [...]string{member, "\x00", stream} {
-		for i := 0; i < len(part); i++ {
-			h = (h ^ uint64(part[i])) * prime
-		}
-	}
+	f := fnv.New64a()
+	f.Write([]byte(member + "\x00" + stream))
+	h := f.Sum64()
 	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
 	h = (h ^ h>>27) * 0x94d049bb133111eb
 	return h ^ h>>31
