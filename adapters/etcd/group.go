@@ -37,44 +37,40 @@ import (
 //
 // A Group is safe for concurrent use, but runs one [Group.Run] at a time.
 type Group struct {
-	groupConfig
 	client  *clientv3.Client
 	member  string
-	running atomic.Bool
+	ttl     time.Duration // the options', from here on
+	prefix  string
+	log     *zap.Logger
+	policy  backoff.Policy
+	hooks   []func(OwnerEvent)
+	running atomic.Bool // a Run is in progress
 }
 
 // GroupOption configures [NewGroup].
-type GroupOption interface{ applyGroup(*groupConfig) }
+type GroupOption interface{ applyGroup(*Group) }
 
-type groupConfig struct {
-	ttl    time.Duration
-	prefix string
-	log    *zap.Logger
-	policy backoff.Policy
-	hooks  []func(OwnerEvent)
-}
+type groupOption func(*Group)
 
-type groupOption func(*groupConfig)
-
-func (f groupOption) applyGroup(c *groupConfig) { f(c) }
+func (f groupOption) applyGroup(g *Group) { f(g) }
 
 // WithTTL sets the TTL of the member's lease, rounded up to whole seconds
 // (etcd raises a TTL below its minimum, about 2 s with default election
 // settings). It bounds how long a stream whose owner died waits for a
 // successor, and how long a paused owner may still handle events before it
 // must stop. Default 10 s. Below one second NewGroup fails.
-func WithTTL(d time.Duration) GroupOption { return groupOption(func(c *groupConfig) { c.ttl = d }) }
+func WithTTL(d time.Duration) GroupOption { return groupOption(func(g *Group) { g.ttl = d }) }
 
 // WithKeyPrefix sets the prefix of the Group's keys (default
 // "/resumable/"). Every member of a group must use the same one. An
 // empty prefix makes NewGroup fail.
-func WithKeyPrefix(p string) GroupOption { return groupOption(func(c *groupConfig) { c.prefix = p }) }
+func WithKeyPrefix(p string) GroupOption { return groupOption(func(g *Group) { g.prefix = p }) }
 
 // WithLogger sets the logger: ownership changes at Info (a loss with its
 // reason), failures at Warn. Nil means zap.NewNop(), which is also the
 // default.
 func WithLogger(l *zap.Logger) GroupOption {
-	return groupOption(func(c *groupConfig) { c.log = cmp.Or(l, c.log) })
+	return groupOption(func(g *Group) { g.log = cmp.Or(l, g.log) })
 }
 
 // WithGroupBackoff sets the delays between attempts after a failure: a
@@ -82,7 +78,7 @@ func WithLogger(l *zap.Logger) GroupOption {
 // a stream's run that returned. Nil means the default: exponential from
 // 200 ms to 5 s, never giving up.
 func WithGroupBackoff(p backoff.Policy) GroupOption {
-	return groupOption(func(c *groupConfig) { c.policy = cmp.Or(p, c.policy) })
+	return groupOption(func(g *Group) { g.policy = cmp.Or(p, g.policy) })
 }
 
 // WithOwnerHook adds f to the functions called at each change of this
@@ -90,7 +86,7 @@ func WithGroupBackoff(p backoff.Policy) GroupOption {
 // Group's own goroutine and outside its locks, in the order of the changes:
 // f must return quickly. Nil is ignored.
 func WithOwnerHook(f func(OwnerEvent)) GroupOption {
-	return groupOption(func(c *groupConfig) { c.hooks = append(c.hooks, f) })
+	return groupOption(func(g *Group) { g.hooks = append(g.hooks, f) })
 }
 
 // OwnerEvent is a change of a member's ownership of a stream, given to the
@@ -115,27 +111,27 @@ type OwnerEvent struct {
 // returns an error matching [stream.ErrInvalidOption] for a nil client, a
 // bad name (see [Group.Run] for the rules) or a bad option.
 func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Group, error) {
-	cfg := groupConfig{ttl: 10 * time.Second, prefix: "/resumable/", log: zap.NewNop(),
+	g := &Group{client: client, member: member, ttl: 10 * time.Second, prefix: "/resumable/", log: zap.NewNop(),
 		policy: backoff.Exponential(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxInterval(5*time.Second))}
 	for _, o := range opts {
 		if o != nil {
-			o.applyGroup(&cfg)
+			o.applyGroup(g)
 		}
 	}
 	var bad error // the backoff policy's option error
-	if v, ok := cfg.policy.(interface{ Validate() error }); ok {
+	if v, ok := g.policy.(interface{ Validate() error }); ok {
 		bad = v.Validate()
 	}
 	if err := errors.Join(validName("member", member),
 		invalidIf(client == nil, "etcd: NewGroup: the client is nil"),
-		invalidIf(cfg.ttl < time.Second, "etcd: WithTTL(%v): the TTL must be at least 1s", cfg.ttl),
-		invalidIf(cfg.prefix == "", "etcd: WithKeyPrefix(\"\"): the prefix must not be empty"),
+		invalidIf(g.ttl < time.Second, "etcd: WithTTL(%v): the TTL must be at least 1s", g.ttl),
+		invalidIf(g.prefix == "", "etcd: WithKeyPrefix(\"\"): the prefix must not be empty"),
 		invalidIf(bad != nil, "etcd: WithGroupBackoff: %w", bad)); err != nil {
 		return nil, err
 	}
-	cfg.hooks = slices.DeleteFunc(cfg.hooks, func(f func(OwnerEvent)) bool { return f == nil })
-	cfg.log = cfg.log.With(zap.String("member", member))
-	return &Group{groupConfig: cfg, client: client, member: member}, nil
+	g.hooks = slices.DeleteFunc(g.hooks, func(f func(OwnerEvent)) bool { return f == nil })
+	g.log = g.log.With(zap.String("member", member))
+	return g, nil
 }
 
 // validName checks a member or stream name: it becomes part of a key and of
