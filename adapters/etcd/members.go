@@ -93,8 +93,7 @@ func (m *member) serve(ctx context.Context, seq backoff.Sequence) (err error) {
 		case <-work:
 			if watch == nil {
 				watch, err = m.load(ctx)
-			} else if err = m.reconcile(ctx, m.todo[0]); err == nil {
-				m.todo = m.todo[1:]
+			} else if err = m.reconcile(ctx); err == nil {
 				seq.Reset()
 			}
 		}
@@ -160,55 +159,56 @@ func (m *member) picked(stream string) bool {
 	return p == m.member
 }
 
-// reconcile compares who should own stream with who does, and acts: it
-// stops a run whose owner key is gone or that another member is picked
-// for; it runs the stream if its owner key has this member's lease and
-// this member is picked, and deletes that key if not picked (after a
-// handoff, or a Txn whose reply was lost); it takes the stream if it is
-// free and this member is picked. A take or a deletion is one conditional
-// Txn that also reads the key, so the view learns the outcome at once
-// (success or not) and reconcile looks again. It returns the failed etcd
-// request's error.
-func (m *member) reconcile(ctx context.Context, s string) error {
-	for {
-		k, o, picked := m.owners[s], m.runs[s], m.picked(s)
-		rev := k.GetCreateRevision()
-		mine := rev != 0 && k.GetLease() == int64(m.s.id)
-		switch {
-		case o != nil && rev != o.rev:
-			o.err = notOwner(s, fmt.Errorf("its owner key was deleted or replaced at revision %d", k.GetModRevision()))
-			o.cancel()
-		case o != nil && !picked:
-			o.cancel() // a handoff, unless it was stopped for another reason
-		case o != nil: // running, or stopped and ending
-		case mine && picked:
-			// The run ends when the member stops it, never by ctx alone:
-			// every end has a reason.
-			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			o = &Owner{stream: s, rev: rev, m: m, cancel: cancel}
-			m.runs[s] = o
-			m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
-			go func() { o.result = m.keepRunning(rctx, o); m.ended <- o }()
-		case mine || rev == 0 && picked:
-			key := m.prefix + "owners/" + s
-			op := clientv3.OpDelete(key)
-			if rev == 0 {
-				op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
-			}
-			resp, err := m.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-				Then(op, clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
-			if err != nil {
-				return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
-			}
-			k = &mvccpb.KeyValue{Key: []byte(key), ModRevision: resp.Header.Revision} // none
-			if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				k = kvs[0]
-			}
-			m.apply(k)
-			continue
+// reconcile compares who should own the stream at the head of the queue
+// with who does, and acts: it stops a run whose owner key is gone or that
+// another member is picked for; it runs the stream if its owner key has
+// this member's lease and this member is picked, and deletes that key if
+// not picked (after a handoff, or a Txn whose reply was lost); it takes the
+// stream if it is free and this member is picked. A take or a deletion is
+// one conditional Txn that also reads the key back, so the view learns the
+// outcome at once, success or not; the stream then stays at the head, to
+// be looked at again. Otherwise it leaves the queue. reconcile returns the
+// failed etcd request's error.
+func (m *member) reconcile(ctx context.Context) error {
+	s := m.todo[0]
+	k, o, picked := m.owners[s], m.runs[s], m.picked(s)
+	rev := k.GetCreateRevision()
+	mine := rev != 0 && k.GetLease() == int64(m.s.id)
+	switch {
+	case o != nil && rev != o.rev:
+		o.err = notOwner(s, fmt.Errorf("its owner key was deleted or replaced at revision %d", k.GetModRevision()))
+		o.cancel()
+	case o != nil && !picked:
+		o.cancel() // a handoff, unless it was stopped for another reason
+	case o != nil: // running, or stopped and ending
+	case mine && picked:
+		// The run ends when the member stops it, never by ctx alone:
+		// every end has a reason.
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		o = &Owner{stream: s, rev: rev, m: m, cancel: cancel}
+		m.runs[s] = o
+		m.emit(OwnerEvent{Stream: s, Member: m.member, Owned: true})
+		go func() { o.result = m.keepRunning(rctx, o); m.ended <- o }()
+	case mine || rev == 0 && picked:
+		key := m.prefix + "owners/" + s
+		op := clientv3.OpDelete(key)
+		if rev == 0 {
+			op = clientv3.OpPut(key, m.member, clientv3.WithLease(m.s.id))
 		}
+		resp, err := m.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(op, clientv3.OpGet(key)).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd: owner key of stream %q: %w", s, err)
+		}
+		k = &mvccpb.KeyValue{Key: []byte(key), ModRevision: resp.Header.Revision} // none
+		if kvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			k = kvs[0]
+		}
+		m.apply(k)
 		return nil
 	}
+	m.todo = m.todo[1:]
+	return nil
 }
 
 // end takes note of a run that returned and returns its owner event: a
