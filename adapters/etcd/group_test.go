@@ -564,3 +564,38 @@ func TestGroupFailedHandoffLeavesNoOwnerKey(t *testing.T) {
 		t.Errorf("%d handoff transactions of a were tried, want the 2 that fail and one more", n)
 	}
 }
+
+// silentLease leaves every lease renewal unanswered, as an etcd that a
+// member cannot reach for its renewals; grants and revocations pass.
+type silentLease struct {
+	clientv3.Lease
+	renewals *atomic.Int64 // how many renewals were sent
+}
+
+func (l silentLease) KeepAliveOnce(ctx context.Context, _ clientv3.LeaseID) (*clientv3.LeaseKeepAliveResponse, error) {
+	l.renewals.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestGroupRenewalsUnanswered checks that a member whose renewals go
+// unanswered counts its lease lost once the TTL, counted from the grant,
+// ran out (nobody revoked it): its run ends as lost, its guard fails, and
+// it joins again with a new lease.
+func TestGroupRenewalsUnanswered(t *testing.T) {
+	c := newClient(t)
+	renewals := new(atomic.Int64)
+	c.Lease = silentLease{Lease: c.Lease, renewals: renewals}
+	r := newRecorder(t)
+	startMember(t, c, newPrefix(t), "a", []string{"s"}, r.run("a"), etcd.WithOwnerHook(r.hook))
+	r.awaitOwners(map[string]string{"s": "a"})
+	guarded := etcd.Guard(r.owner("s"), func(context.Context, int) error { return nil })
+	// Nothing else ends the ownership: the lost event shows the fault fired.
+	r.awaitEvents("a owned s", "a lost s", "a owned s")
+	if n := renewals.Load(); n == 0 {
+		t.Error("no renewal was sent")
+	}
+	if err := guarded(ctxFor(t), 1); !errors.Is(err, etcd.ErrNotOwner) {
+		t.Errorf("guarded handler of the lost ownership = %v, want %v", err, etcd.ErrNotOwner)
+	}
+}
