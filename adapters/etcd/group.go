@@ -276,9 +276,10 @@ func (o *Owner) Fence() clientv3.Cmp {
 // handles nothing more once it resumes (except the events whose check had
 // passed before the pause: one per stream, or up to n under
 // stream.WithConcurrency(n)). Once the lease may have expired, or the run
-// given o returned, the returned function fails with an error matching
-// [ErrNotOwner], marked [errclass.Permanent]. It is safe for concurrent
-// use, and the check allocates nothing.
+// Guard was called in returned (a run started again after a failure
+// guards its own handler), the returned function fails with an error
+// matching [ErrNotOwner], marked [errclass.Permanent]. It is safe for
+// concurrent use, and the check allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	run := o.runs.Load() // the run this guard is made in
 	return func(ctx context.Context, event T) error {
