@@ -599,3 +599,32 @@ func TestGroupRenewalsUnanswered(t *testing.T) {
 		t.Errorf("guarded handler of the lost ownership = %v, want %v", err, etcd.ErrNotOwner)
 	}
 }
+
+// TestGuardFailsAfterItsRun checks that a guard fails once the run it was
+// made in returned, while the run started again guards its own handler.
+func TestGuardFailsAfterItsRun(t *testing.T) {
+	type result struct{ old, fresh error }
+	results := make(chan result, 1)
+	var first func(context.Context, int) error // the first run's guard; the runs of one stream come one after another
+	noop := func(context.Context, int) error { return nil }
+	startMember(t, newClient(t), newPrefix(t), "a", []string{"s"}, func(ctx context.Context, o *etcd.Owner) error {
+		if first == nil {
+			first = etcd.Guard(o, noop)
+			return errors.New("test: the first run failed")
+		}
+		results <- result{old: first(ctx, 1), fresh: etcd.Guard(o, noop)(ctx, 2)}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	select {
+	case r := <-results:
+		if !errors.Is(r.old, etcd.ErrNotOwner) {
+			t.Errorf("the first run's guard in the second run = %v, want %v", r.old, etcd.ErrNotOwner)
+		}
+		if r.fresh != nil {
+			t.Errorf("the second run's guard = %v, want nil", r.fresh)
+		}
+	case <-time.After(deadline):
+		t.Fatal("the run was not started again")
+	}
+}
