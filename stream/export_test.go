@@ -5,4 +5,5 @@ var (
 	ErrNilConn         = errNilConn
 	ErrCursorRegressed = errCursorRegressed
 	ErrExtract         = errExtract
+	ErrAlreadyRunning  = errAlreadyRunning
 )

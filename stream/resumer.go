@@ -330,7 +330,7 @@ func (r *Resumer[T, C]) published() uint64 {
 //     backoff policy gives up;
 //   - ctx's error when ctx ends (the current Conn is closed to unblock it;
 //     a Limiter, ResyncFunc, Store or handler that ignores ctx delays it);
-//   - [ErrAlreadyRunning] when another Run or All is in progress;
+//   - an error when another Run or All is in progress;
 //   - an error matching [ErrInvalidOption] for a nil ctx or handler.
 //
 // Every other failure is retried; docs/how-it-decides.md in the repository
@@ -392,7 +392,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T]) (err error) 
 		return fmt.Errorf("%w: nil context", ErrInvalidOption)
 	}
 	if !r.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+		return errAlreadyRunning
 	}
 	defer r.running.Store(false)
 	if hc, ok := r.store.(interface{ CommitsInHandler() bool }); ok && r.handlers > 1 && hc.CommitsInHandler() {

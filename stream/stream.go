@@ -77,10 +77,9 @@ var ErrIdleTimeout = errors.New("stream: connection idle for longer than the idl
 // policy gave up; the same error also matches the last failure.
 var ErrRetriesExhausted = errors.New("stream: retries exhausted")
 
-// ErrAlreadyRunning is returned by Run (and yielded by All) when the Resumer
-// is already running: a Resumer runs one loop at a time. Run it again after
-// the first call returned, or make another Resumer.
-var ErrAlreadyRunning = errors.New("stream: Run or All already in progress")
+// errAlreadyRunning is returned by Run (and yielded by All) when the Resumer
+// is already running: a Resumer runs one loop at a time.
+var errAlreadyRunning = errors.New("stream: Run or All already in progress; run it again after the first call returned, or make another Resumer")
 
 // The errors below are the Resumer's own findings; Run's error text says
 // what went wrong, and matches the underlying error where there is one.

@@ -7,7 +7,7 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// ErrNotOwner is matched by the error a fenced [Store.Save] returns when its
+// ErrNotOwner is matched by the error a fenced Save ([NewStore]) returns when its
 // fence failed (the process no longer owns the stream: its lease expired or
 // its owner key was deleted), and by the error [Guard] returns once the
 // lease is known to be gone. Such errors are marked [errclass.Permanent]: a
@@ -15,7 +15,7 @@ import (
 // may move the cursor.
 var ErrNotOwner = errors.New("etcd: not the owner of the stream")
 
-// ErrCursorChanged is matched by the error [Store.Save] returns when the
+// ErrCursorChanged is matched by the error a Save ([NewStore]) returns when the
 // cursor key was written by someone else since the Store last read or wrote
 // it (an operator, or a second writer that holds no fence). The error is
 // marked [errclass.Permanent]: continuing would overwrite that write.
@@ -27,7 +27,7 @@ var errClientClosed = errors.New("etcd: the client is closed")
 
 // errAlreadyRunning is returned by [Group.Run] when another Run of the same
 // Group is in progress.
-var errAlreadyRunning = &marked{err: errors.New("etcd: Group.Run is already in progress"), mark: stream.ErrAlreadyRunning}
+var errAlreadyRunning = errors.New("etcd: Group.Run is already in progress")
 
 // marked is an error that reads as err and matches both err and mark, a
 // sentinel of the library (stream.ErrInvalidOption, cursor.ErrCorrupt)

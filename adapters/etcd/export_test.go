@@ -13,6 +13,8 @@ var (
 	Compare    = compare
 	Classifier = classifier
 	Resync     = resync
+
+	ErrAlreadyRunning = errAlreadyRunning
 )
 
 // IsProgress reports whether ev is a progress notification.

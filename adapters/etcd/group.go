@@ -185,9 +185,8 @@ type RunFunc func(ctx context.Context, o *Owner) error
 //
 // Stream names are unique, non-empty, printable, without white space and
 // without "/". Run returns an error matching [stream.ErrInvalidOption] for
-// bad names or a nil run, and one matching [stream.ErrAlreadyRunning] if
-// another Run of this Group is in progress. No goroutine it starts outlives
-// it.
+// bad names or a nil run, and an error at once if another Run of this Group
+// is in progress. No goroutine it starts outlives it.
 func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	err, offered := invalidIf(run == nil, "etcd: Group.Run: run is nil"), make(map[string]bool, len(streams))
 	for _, s := range streams {

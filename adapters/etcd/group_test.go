@@ -440,8 +440,8 @@ func TestGroupRunTwice(t *testing.T) {
 		})
 	}()
 	<-started
-	if err := g.Run(ctx, []string{"s"}, func(context.Context, *etcd.Owner) error { return nil }); !errors.Is(err, stream.ErrAlreadyRunning) {
-		t.Errorf("second Run() = %v, want %v", err, stream.ErrAlreadyRunning)
+	if err := g.Run(ctx, []string{"s"}, func(context.Context, *etcd.Owner) error { return nil }); !errors.Is(err, etcd.ErrAlreadyRunning) {
+		t.Errorf("second Run() = %v, want %v", err, etcd.ErrAlreadyRunning)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
