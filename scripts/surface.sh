@@ -5,15 +5,15 @@
 # Usage: scripts/surface.sh [-v]   (-v lists the names)
 #
 # Recorded (issue 27, item 2):
-#   package             2026-12-01 before   after the cut
-#   stream                     73               72
-#   stream/streamtest          37               32
-#   cursor                     23               17
-#   errclass                   24               23
-#   backoff                    16               13
-#   adapters/sse                8                7
-#   adapters/k8s               44               28
-#   adapters/etcd              54               (being redesigned)
-#   metrics/prom               11               (being redesigned)
-#   total                     290
+#   package             before the cut   round 1   round 2
+#   stream                     73            67        55
+#   stream/streamtest          37            32        29
+#   cursor                     23            17        16
+#   errclass                   24            23        23
+#   backoff                    16            13        12
+#   adapters/sse                8             7         5
+#   adapters/k8s               44            28        27
+#   adapters/etcd              54            43        27
+#   metrics/prom               11             9         6
+#   total                     290           239       200
 cd "$(dirname "$0")/.." && exec go run scripts/surface.go "$@"
