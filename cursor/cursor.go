@@ -22,7 +22,6 @@ type Extractor[T, C any] func(event T) (C, error)
 //lint:ignore ST1012 a signal like fs.SkipDir, not a failure; the name is part of the API
 var ProgressOnly = errors.New("cursor: progress-only event")
 
-
 // Store keeps the cursor to resume after. The stream calls Load once when it
 // starts and Save after handled events (how often depends on the stream's
 // checkpoint options). Implementations must be safe for concurrent use.
