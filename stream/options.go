@@ -82,16 +82,18 @@ func WithBackoff(p backoff.Policy) Option {
 }
 
 // WithMinRestartDelay sets the least time between the starts of two
-// consecutive Opens; a connection that lived longer than d reopens at once.
-// Default 0. A negative d makes New fail.
+// consecutive Opens; a connection that lived longer than d reopens at once
+// (the delay rule: docs/how-it-decides.md). Default 0. A negative d makes
+// New fail.
 func WithMinRestartDelay(d time.Duration) Option {
 	return durationOption("WithMinRestartDelay", d, func(cfg *config) { cfg.minRestart = d })
 }
 
 // WithMaxServerDelay caps the delay a server asks for (Retry-After,
 // Kubernetes' RetryAfterSeconds, SSE retry:), so that a misconfigured or
-// hostile server cannot park a stream for a day. Default 10 minutes; 0
-// removes the cap; a negative d makes New fail.
+// hostile server cannot park a stream for a day (the delay rule:
+// docs/how-it-decides.md). Default 10 minutes; 0 removes the cap; a
+// negative d makes New fail.
 func WithMaxServerDelay(d time.Duration) Option {
 	return durationOption("WithMaxServerDelay", d, func(cfg *config) { cfg.maxServer = d })
 }
@@ -127,8 +129,8 @@ type Limiter interface {
 // WithOpenLimiter makes every Open, the first included, wait on l after the
 // reopen delay. A Resumer blocked on l returns when its context ends only
 // if l.Wait honours that context, as *rate.Limiter does. An error from
-// l.Wait is a failed try, classified like any other. Nil means none, which is the default; a nil
-// pointer in a non-nil interface makes New fail.
+// l.Wait is a failed try, classified like any other. Nil means none, which
+// is the default; a nil pointer in a non-nil interface makes New fail.
 func WithOpenLimiter(l Limiter) Option {
 	return optionFunc(func(cfg *config) {
 		if l != nil && isNil(l) {
