@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/resumable-go/resumable/internal/digits"
 )
 
 // StatusError is an HTTP response other than the one asked for. [FromHTTP]
@@ -103,15 +105,9 @@ func retryAfter(h http.Header) time.Duration {
 // time.Duration.
 func seconds(v string) (time.Duration, bool) {
 	const limit = math.MaxInt64 / int64(time.Second)
-	var n int64
-	for i := range len(v) {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if n <= limit {
-			n = n*10 + int64(c-'0')
-		}
+	n, ok := digits.Parse(v, limit)
+	if !ok {
+		return 0, false
 	}
 	if n > limit {
 		return math.MaxInt64, true

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/resumable-go/resumable/internal/digits"
 )
 
 // parser interprets one connection's event stream as the WHATWG HTML
@@ -258,7 +260,7 @@ const maxMillis = math.MaxInt64 / int64(time.Millisecond)
 // milliseconds. A value longer than a time.Duration holds saturates at the
 // longest one (about 292 years) rather than overflowing.
 func parseRetry(b []byte) (time.Duration, bool) {
-	n, ok := parseDigits(b, maxMillis)
+	n, ok := digits.Parse(b, maxMillis)
 	if !ok {
 		return 0, false
 	}
@@ -266,24 +268,4 @@ func parseRetry(b []byte) (time.Duration, bool) {
 		return math.MaxInt64, true
 	}
 	return time.Duration(n) * time.Millisecond, true
-}
-
-// parseDigits reads a run of one or more ASCII digits as a base-ten number.
-// Past limit it stops counting and returns a number above limit (limit must
-// be below math.MaxInt64/10).
-func parseDigits[B []byte | string](b B, limit int64) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	var n int64
-	for i := range len(b) {
-		c := b[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if n <= limit {
-			n = n*10 + int64(c-'0')
-		}
-	}
-	return n, true
 }
