@@ -79,9 +79,8 @@ func WithInitialInterval(d time.Duration) Option {
 	return optionFunc(func(c *expConfig) { c.initial = d })
 }
 
-// WithMaxInterval caps every delay, jitter included: the interval grows up
-// to d/(1+jitter), around which jitter spreads the delays, up to d.
-// Default 30s.
+// WithMaxInterval caps every delay, jitter included (the interval grows up
+// to d/(1+jitter)). Default 30s.
 func WithMaxInterval(d time.Duration) Option {
 	return optionFunc(func(c *expConfig) { c.max = d })
 }
@@ -111,11 +110,9 @@ func WithMaxRetries(n int) Option {
 	return optionFunc(func(c *expConfig) { c.maxRetries = n })
 }
 
-// Exponential returns a jittered exponential policy configured by opts. It
-// never panics: an option out of range gives a policy whose sequences give
-// up at once and whose method Validate() error reports the option.
-// stream.New, and every adapter constructor that takes a Policy, calls
-// Validate and fails with that error.
+// Exponential returns a jittered exponential policy configured by opts. An
+// option out of range gives a policy whose sequences give up at once and
+// whose Validate() error, checked by stream.New and the adapters, names it.
 func Exponential(opts ...Option) Policy {
 	c := expConfig{
 		initial:    cbackoff.DefaultInitialInterval,
@@ -134,7 +131,6 @@ func Exponential(opts ...Option) Policy {
 	return &exponential{c: c}
 }
 
-// check returns an error naming the first option out of range.
 func (c *expConfig) check() error {
 	switch {
 	case c.initial < 0:
