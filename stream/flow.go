@@ -9,6 +9,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/internal/errwalk"
+	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // defaultWindowPerHandler sets the default window: this many events per
@@ -172,13 +173,13 @@ func (r *Resumer[T, C]) handlerFailed(ctx context.Context, handle handler[T], ev
 		}
 		d := r.classify(err)
 		retry := d.Action == errclass.Retry && try < r.tries
-		var wait time.Duration
+		var pause time.Duration
 		if retry {
 			if steps == nil {
 				steps = r.retryPolicy.NewSequence()
 			}
 			step, ok := steps.Next()
-			retry, wait = ok, max(step, r.capServer(d.After))
+			retry, pause = ok, max(step, r.capServer(d.After))
 		}
 		park := !retry && r.park != nil
 		if r.hooks.OnHandlerError != nil {
@@ -199,7 +200,7 @@ func (r *Resumer[T, C]) handlerFailed(ctx context.Context, handle handler[T], ev
 			r.mu.Unlock()
 			return nil
 		}
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := wait.Sleep(ctx, pause); serr != nil {
 			return serr
 		}
 		r.mu.Lock()

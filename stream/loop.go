@@ -14,6 +14,7 @@ import (
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/internal/errwalk"
+	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // emptyEndFallback is the wait after an empty clean end when the backoff
@@ -120,7 +121,7 @@ func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 			o.err = v.err
 			return o
 		}
-		if err := sleep(ctx, v.delay); err != nil {
+		if err := wait.Sleep(ctx, v.delay); err != nil {
 			return o.final(err)
 		}
 	}
@@ -753,21 +754,6 @@ func (r *Resumer[T, C]) classify(err error) errclass.Decision {
 		d.After = 0
 	}
 	return d
-}
-
-// sleep waits d, or returns ctx's error when ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // text formats a cursor for a message: quoted when it is a string, so that

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/resumable-go/resumable/internal/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -95,14 +96,14 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 	if err := await(ctx, all, cfg.timeout); err != nil {
 		return res, fmt.Errorf("storm: %s: starting %d watchers: %w", v.key, cfg.n, err)
 	}
-	if err := sleep(ctx, cfg.settle); err != nil {
+	if err := wait.Sleep(ctx, cfg.settle); err != nil {
 		return res, err
 	}
 
 	lag := watchLag(ctx)
 	t0 := srv.dropAll()
 	all, reachedAt := srv.awaitWatches(cfg.n)
-	if err := sleep(ctx, cfg.outage); err != nil {
+	if err := wait.Sleep(ctx, cfg.outage); err != nil {
 		return res, err
 	}
 	back := srv.up()
@@ -110,7 +111,7 @@ func runVariant(ctx context.Context, cfg config, v variant) (res result, err err
 		return res, fmt.Errorf("%w: %s: %d of %d: %w", errIncomplete, v.key, srv.open(), cfg.n, err)
 	}
 	done := reachedAt()
-	if err := sleep(ctx, cfg.tail); err != nil {
+	if err := wait.Sleep(ctx, cfg.tail); err != nil {
 		return res, err
 	}
 	end := time.Now()
@@ -236,18 +237,6 @@ func await(ctx context.Context, ch <-chan struct{}, timeout time.Duration) error
 		return ctx.Err()
 	case <-t.C:
 		return fmt.Errorf("%w after %v", errTimeout, timeout)
-	}
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
