@@ -41,8 +41,7 @@ func (a Action) String() string {
 type Decision struct {
 	// Action says what to do.
 	Action Action
-	// After is the least delay the server asked for (Retry-After and the
-	// like) before the next attempt; zero when it asked for none.
+	// After is the least delay the server asked for before the next attempt.
 	After time.Duration
 }
 
@@ -59,9 +58,8 @@ type Func func(err error) Decision
 // Classify calls f(err).
 func (f Func) Classify(err error) Decision { return f(err) }
 
-// Chain returns a Classifier that asks each of cs in turn and returns the
-// first decision whose Action is not [Unknown]; if all are Unknown, it returns
-// an Unknown decision. Nil classifiers are skipped.
+// Chain returns a Classifier that asks each of cs in turn (nils skipped) and
+// returns the first decision that is not [Unknown], or an Unknown one.
 func Chain(cs ...Classifier) Classifier {
 	kept := make(chain, 0, len(cs))
 	for _, c := range cs {
@@ -83,11 +81,9 @@ func (ch chain) Classify(err error) Decision {
 	return Decision{}
 }
 
-// Default returns the classifier a stream uses when none is given, and the
-// one it falls back to when a user classifier answers [Unknown]: the markers
-// ([Permanent], [RetryAfter], [CursorExpired], and errors with a
-// Permanent() bool method returning true) decide; any other error, including
-// nil, is retried.
+// Default returns the classifier a stream uses when none is given or yours
+// answers [Unknown]: the markers decide (see the package doc); any other
+// error, nil included, is retried.
 func Default() Classifier { return defaultClassifier{} }
 
 type defaultClassifier struct{}
@@ -99,9 +95,8 @@ func (defaultClassifier) Classify(err error) Decision {
 	return Decision{Action: Retry}
 }
 
-// Markers returns a classifier that decides only for errors that carry a
-// marker of this package (see [Default]) and answers [Unknown] for the rest,
-// for use inside a [Chain] ahead of rules of your own.
+// Markers returns a classifier that decides for marked errors as [Default]
+// does and answers [Unknown] for the rest, for use inside a [Chain].
 func Markers() Classifier { return Func(classifyMarkers) }
 
 // Is returns a classifier that answers d for every error that errors.Is
@@ -115,10 +110,9 @@ func Is(target error, d Decision) Classifier {
 	})
 }
 
-// As returns a classifier that calls decide with the first error in err's
-// tree of type E (as errors.As finds it), and answers [Unknown] when there is
-// none. It is how a rule reads fields of a typed error, such as an HTTP
-// status code.
+// As returns a classifier that calls decide with the first error of type E
+// in err's tree (as errors.As finds it), such as a [*StatusError], and
+// answers [Unknown] when there is none.
 func As[E error](decide func(E) Decision) Classifier {
 	return Func(func(err error) Decision {
 		var target E

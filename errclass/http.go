@@ -11,9 +11,8 @@ import (
 	"github.com/resumable-go/resumable/internal/digits"
 )
 
-// StatusError is an HTTP response other than the one asked for. [FromHTTP]
-// returns it, marked, for every status outside 2xx; a rule of your own reads
-// it with [As] (to retry a 403, say).
+// StatusError is a non-2xx HTTP response, as [FromHTTP] returns it (marked);
+// a rule of your own reads it with [As] to treat a status otherwise.
 type StatusError struct {
 	// Code is the response's status code.
 	Code int
@@ -39,22 +38,14 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
-// errNoResponse is what FromHTTP says of a nil response.
 var errNoResponse = errors.New("errclass: FromHTTP: nil response")
 
-// FromHTTP returns nil for a 2xx response, and otherwise a [*StatusError]
-// marked by what its status means to a stream:
-//   - 408, 425, 429 and 5xx: [RetryAfter], with the delay the Retry-After
-//     header asks for (delay-seconds, or an HTTP date taken relative to the
-//     response's Date header when it has one), zero when it has none or
-//     cannot be read.
-//   - 410 Gone: [CursorExpired].
-//   - 3xx (a redirect the client did not follow), any other 4xx, and any
-//     other status: [Permanent].
-//
-// Every error it returns carries a marker, so [Markers] decides for it in a
-// [Chain]. FromHTTP neither reads nor closes the body: close it as always.
-// A nil response is a [Permanent] error (check Do's error first).
+// FromHTTP returns nil for a 2xx response and otherwise a [*StatusError]
+// marked by what the status means to a stream: 408, 425, 429 and 5xx as
+// [RetryAfter] with the Retry-After header's delay (seconds or an HTTP date;
+// zero if absent or unreadable), 410 Gone as [CursorExpired], any other
+// status as [Permanent]. A nil response is a Permanent error. FromHTTP
+// neither reads nor closes the body.
 func FromHTTP(resp *http.Response) error {
 	if resp == nil {
 		return Permanent(errNoResponse)
@@ -77,11 +68,9 @@ func FromHTTP(resp *http.Response) error {
 	return Permanent(err)
 }
 
-// retryAfter reads a Retry-After header: delay-seconds, or an HTTP date
-// taken relative to the Date header when there is one (so that the two
-// clocks need not agree) and to the local clock if not. It returns zero for
-// a missing, unreadable or past value; a number of seconds too large for a
-// time.Duration saturates.
+// retryAfter reads delay-seconds (saturating) or an HTTP date, taken relative
+// to the Date header when there is one so that the two clocks need not agree.
+// A missing, unreadable or past value gives zero.
 func retryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
@@ -101,8 +90,7 @@ func retryAfter(h http.Header) time.Duration {
 	return max(t.Sub(now), 0)
 }
 
-// seconds parses delay-seconds (1*DIGIT), saturating at the longest
-// time.Duration.
+// seconds parses delay-seconds (1*DIGIT), saturating at the longest Duration.
 func seconds(v string) (time.Duration, bool) {
 	const limit = math.MaxInt64 / int64(time.Second)
 	n, ok := digits.Parse(v, limit)

@@ -7,12 +7,10 @@ import (
 	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
-// ErrExpired is matched (errors.Is) by errors marked with [CursorExpired], and
-// by the error a stream returns when a cursor expired and no resync hook took
-// over.
+// ErrExpired is matched by errors marked with [CursorExpired] and by a
+// stream's error when a cursor expired with no resync hook to take over.
 var ErrExpired = errors.New("errclass: cursor expired")
 
-// marker is implemented by this package's marker errors.
 type marker interface {
 	error
 	decision() Decision
@@ -20,7 +18,7 @@ type marker interface {
 
 type permanentError struct{ err error }
 
-// Permanent marks err so that [Default] (and [Markers]) answer [Fail]: the
+// Permanent marks err so that [Default] answers [Fail]: the
 // stream gives up and returns it. Permanent(nil) returns nil.
 func Permanent(err error) error {
 	if err == nil {
@@ -38,9 +36,9 @@ type retryAfterError struct {
 	after time.Duration
 }
 
-// RetryAfter marks err so that [Default] (and [Markers]) answer [Retry] with
-// After set to d: the next attempt waits at least d. A negative d counts as
-// zero. RetryAfter(nil, d) returns nil.
+// RetryAfter marks err so that [Default] answers [Retry] with After d: the
+// next attempt waits at least d (a negative d counts as zero).
+// RetryAfter(nil, d) returns nil.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -59,9 +57,8 @@ func (e *retryAfterError) decision() Decision { return Decision{Action: Retry, A
 
 type expiredError struct{ err error }
 
-// CursorExpired marks err so that [Default] (and [Markers]) answer [Expired]
-// and errors.Is(err, [ErrExpired]) reports true. CursorExpired(nil) returns
-// nil.
+// CursorExpired marks err so that [Default] answers [Expired] and
+// errors.Is(err, [ErrExpired]) is true. CursorExpired(nil) returns nil.
 func CursorExpired(err error) error {
 	if err == nil {
 		return nil
@@ -74,13 +71,11 @@ func (e *expiredError) Unwrap() error        { return e.err }
 func (e *expiredError) Is(target error) bool { return target == ErrExpired }
 func (e *expiredError) decision() Decision   { return Decision{Action: Expired} }
 
-// permanenter is the optional interface of errors that know they are final,
-// for packages that do not import errclass.
+// permanenter: errors that know they are final, from packages without errclass.
 type permanenter interface{ Permanent() bool }
 
-// classifyMarkers returns the decision of the first marker in err's tree, or
-// Unknown. It allocates nothing: a stream asks it at every clean end of a
-// connection, for a server's delay.
+// classifyMarkers returns the first marker's decision, or Unknown. It must
+// not allocate: a stream asks it at every clean end of a connection.
 func classifyMarkers(err error) Decision {
 	switch e := errwalk.First(err, isMarker).(type) {
 	case marker:
