@@ -17,15 +17,11 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// File is a dead-letter sink that appends one JSON line per parked event to
-// a file and syncs it before [File.Park] returns. Create one with [Open];
-// pass its Park method to [stream.WithDeadLetter].
-//
-// A File is safe for concurrent use: Parks from handlers running at once
-// ([stream.WithConcurrency]) each write a whole line, one at a time. After a
-// failed write or sync every later Park fails too, since what reached the
-// disk is then unknown: fix the cause and open the file again (Open cuts a
-// torn last line).
+// File is a dead-letter sink that appends one JSON line per parked event and
+// syncs it before [File.Park] returns; pass Park to [stream.WithDeadLetter].
+// A File is safe for concurrent use. After a failed write or sync every later
+// Park fails, since what reached the disk is unknown: fix the cause and
+// [Open] the file again.
 type File[T, C any] struct {
 	path    string
 	extract cursor.Extractor[T, C]
@@ -35,8 +31,7 @@ type File[T, C any] struct {
 	err error      // the first failed write or sync; every later Park fails
 }
 
-// line is the JSON form of a [Record], with the event and cursor already
-// encoded, in the order a reader of the file meets them.
+// line is a [Record] as written: event and cursor encoded, fields in order.
 type line struct {
 	Time   time.Time       `json:"time"`
 	Cursor json.RawMessage `json:"cursor"`
@@ -46,15 +41,12 @@ type line struct {
 }
 
 // Open opens the dead-letter file at path for appending, creating it (mode
-// 0644) when it does not exist, and returns a [File] whose Park records each
-// event's cursor as extract returns it. It cuts a last line left without its
-// newline by a crash during a Park (that Park never returned, so its event
-// was not committed and will be parked again).
-//
-// Open fails when path is empty, extract is nil, T or C cannot be encoded
-// to JSON and decoded back (a chan, a func), or the file cannot be opened
-// for reading and appending; it does not create directories. Close the File
-// when done.
+// 0644, not its directories) if needed, and returns a [File] whose Park
+// records each event's cursor as extract returns it. It cuts a last line torn
+// by a crash during a Park (whose event was not committed). Open fails on an
+// empty path, a nil extract, a T or C that does not round-trip through JSON
+// (a chan, a func), or a file it cannot read and append. Close the File when
+// done.
 func Open[T, C any](path string, extract cursor.Extractor[T, C]) (*File[T, C], error) {
 	if path == "" {
 		return nil, errors.New("deadletter: Open: empty path")
@@ -129,8 +121,7 @@ func lastNewline(fh *os.File, size int64) (int64, error) {
 	return 0, nil
 }
 
-// encode returns v's JSON encoding, once it checked that the encoding
-// decodes into a value of v's type.
+// encode returns v's JSON encoding, checked to decode back into a V.
 func encode[V any](v V) (json.RawMessage, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -144,15 +135,11 @@ func encode[V any](v V) (json.RawMessage, error) {
 }
 
 // Park appends a record of event and err (see [Record]) to the file and
-// syncs it to stable storage before it returns nil: the stream may then
-// commit the event. Its signature is the one [stream.WithDeadLetter] takes.
-//
-// It returns an error, and writes nothing, when ctx is already done (one
-// matching ctx's error), when the File is closed (one matching
-// [fs.ErrClosed]), when the extractor fails, when the event or its cursor
-// has no JSON encoding that decodes back, or when an earlier write failed;
-// and an error when the write or the sync fails. Once it has started
-// writing it finishes: file system calls cannot be interrupted.
+// syncs it before it returns nil; the stream may then commit the event.
+// It writes nothing and returns an error when ctx is done (matching ctx's
+// error), the File is closed (matching [fs.ErrClosed]), the extractor fails,
+// the event or cursor does not round-trip through JSON, or an earlier write
+// failed. Once writing it finishes: file system calls cannot be interrupted.
 func (f *File[T, C]) Park(ctx context.Context, event T, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("deadletter: park to %s: %w", f.path, cerr)

@@ -11,9 +11,8 @@ import (
 	"time"
 )
 
-// Record is one parked event, as [Read] returns it: what a consumer needs
-// to replay the event and to tell a repeat (the same Cursor parked again
-// after a crash) from a new one.
+// Record is one parked event, as [Read] returns it. Two records with the same
+// Cursor are one event parked again after a crash.
 type Record[T, C any] struct {
 	// Time is when the event was parked, in UTC.
 	Time time.Time `json:"time"`
@@ -29,13 +28,10 @@ type Record[T, C any] struct {
 
 // Read returns the records of the dead-letter file at path, in the order
 // they were parked. A line that is not a record yields an error naming the
-// file and the line, and reading goes on with the next line; a file that
-// cannot be opened or read yields one error and ends the sequence. A last
-// line without its newline is skipped: it belongs to a Park that never
-// returned (or one still writing), whose event was not committed.
-//
-// Read opens the file when the sequence is ranged over, and closes it when
-// the loop ends; it may run while a [File] appends to the same path.
+// file and line, and reading goes on; a file that cannot be opened or read
+// yields one error and ends the sequence. A last line without its newline
+// (a Park that never returned, or one still writing) is skipped. The file is
+// open while the sequence is ranged over; a [File] may append meanwhile.
 func Read[T, C any](path string) iter.Seq2[Record[T, C], error] {
 	return func(yield func(Record[T, C], error) bool) {
 		fh, err := os.Open(path)
@@ -65,11 +61,9 @@ func Read[T, C any](path string) iter.Seq2[Record[T, C], error] {
 	}
 }
 
-// errNotRecord is the cause of a read error for a line that decodes but
-// lacks a record's time or tries.
+// errNotRecord: a line that decodes but lacks a record's time or tries.
 var errNotRecord = errors.New("not a dead-letter record (no time or tries)")
 
-// decode returns the record a line holds.
 func decode[T, C any](data []byte) (Record[T, C], error) {
 	var rec Record[T, C]
 	if err := json.Unmarshal(data, &rec); err != nil {
