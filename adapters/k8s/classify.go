@@ -11,31 +11,18 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// StatusClassifier returns the [errclass.Classifier] for the failures of a
-// watch made with [WatchSource], with the rules of client-go's
-// RetryWatcher: exactly those rules when resync is false; with resync (for
-// a stream with a resync hook), 410 Gone and Expired, in the stream or at
-// open, are [errclass.Expired], so that the stream resyncs.
+// StatusClassifier returns the [errclass.Classifier] with client-go's
+// RetryWatcher's rules for the failures of a [WatchSource] watch. With
+// resync, 410 Gone and Expired, in the stream or at open, are
+// [errclass.Expired] instead, so that the stream resyncs.
 //
-// A failure reported in the stream (a watch.Error event, which [WatchSource]
-// returns as an error that unwraps to apierrors.FromObject of its object):
-//   - whose object is not a metav1.Status: [errclass.Retry];
-//   - with code 410 Gone: [errclass.Fail] (client-go forwards the event and
-//     stops), or [errclass.Expired] with resync;
-//   - with any other code (500 and 504 included): [errclass.Retry], after
-//     the Status's Details.RetryAfterSeconds.
-//
-// A failure to open the watch (any other error):
-//   - Forbidden or Unauthorized: [errclass.Fail];
-//   - 410 Gone or Expired: [errclass.Retry] (client-go reopens the same
-//     resource version, which fails again until the server forgets it was
-//     gone — or forever, after a server restart), or [errclass.Expired]
-//     with resync;
-//   - anything else (io.EOF, unexpected EOF, timeouts, connection errors):
-//     [errclass.Unknown], which a stream resolves with [errclass.Default]:
-//     retried, unless the error carries an errclass marker.
-//
-// It is safe for concurrent use.
+// A watch.Error event in the stream: code 410 is [errclass.Fail]; any other
+// Status is [errclass.Retry] after its Details.RetryAfterSeconds; an object
+// that is no Status is [errclass.Retry]. A failure to open: Forbidden and
+// Unauthorized are [errclass.Fail]; 410 is [errclass.Retry] (the same
+// resource version, forever after a server restart); anything else
+// (EOF, timeouts, connection errors) is [errclass.Unknown], retried by
+// [errclass.Default]. It is safe for concurrent use.
 func StatusClassifier(resync bool) errclass.Classifier { return statusClassifier{resync: resync} }
 
 type statusClassifier struct{ resync bool }

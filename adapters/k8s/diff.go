@@ -11,22 +11,18 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// objKey identifies an object in the watched collection.
 type objKey struct {
 	namespace, name string
 }
 
-// objState is what a tracker keeps of an object it delivered.
 type objState struct {
 	uid types.UID
 	rv  string
 	gen uint32 // the resync that last saw it (listed or delivered)
 }
 
-// tracker remembers the key, UID and resource version of every object a
-// watcher with WithResyncDiff delivered and did not see deleted, so that a
-// resync delivers only the difference. Only the watcher's goroutine uses
-// it.
+// tracker remembers every object delivered and not deleted, for
+// WithResyncDiff. Only the watcher's goroutine uses it.
 type tracker struct {
 	objs       map[objKey]objState
 	namespaces map[string]string // interned: one copy per namespace, not per object
@@ -37,8 +33,7 @@ func newTracker() *tracker {
 	return &tracker{objs: make(map[objKey]objState), namespaces: make(map[string]string)}
 }
 
-// seen is what the handler reads of an event before handing it over: the
-// consumer owns the object afterwards.
+// seen is read before the event is handed over: the consumer owns it after.
 type seen struct {
 	typ watch.EventType
 	key objKey
@@ -46,8 +41,8 @@ type seen struct {
 	rv  string
 }
 
-// read returns what record needs of ev; ok is false for an event that
-// changes nothing (a Bookmark, an object without metadata).
+// read returns what record needs; ok is false for an event that changes
+// nothing.
 func read(ev watch.Event) (s seen, ok bool) {
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
@@ -61,7 +56,6 @@ func read(ev watch.Event) (s seen, ok bool) {
 	return seen{typ: ev.Type, key: objKey{m.GetNamespace(), m.GetName()}, uid: m.GetUID(), rv: m.GetResourceVersion()}, true
 }
 
-// record updates the tracker with an event the consumer received.
 func (t *tracker) record(s seen) {
 	if s.typ == watch.Deleted {
 		delete(t.objs, s.key)
@@ -87,11 +81,8 @@ func (t *tracker) intern(ns string) string {
 // begin starts a resync's comparison: nothing is listed yet.
 func (t *tracker) begin() { t.gen++ }
 
-// listed compares an event of the resync's listing with what was
-// delivered, and delivers the difference: Added for an object never
-// delivered, Modified for one whose resource version changed, Deleted then
-// Added for one recreated under the same name (another UID), nothing for
-// one unchanged. Events other than Added and Modified are ignored.
+// listed delivers the difference between a listed object and what was
+// delivered; events other than Added and Modified are ignored.
 func (t *tracker) listed(ev watch.Event, kind objectKind, deliver func(watch.Event) error) error {
 	if ev.Type != watch.Added && ev.Type != watch.Modified {
 		return nil
@@ -135,9 +126,7 @@ func (t *tracker) sweep(kind objectKind, deliver func(watch.Event) error) error 
 	return nil
 }
 
-// tombstone is the Deleted event for an object that vanished: an object of
-// the watched kind with the namespace, name, UID and resource version last
-// delivered.
+// tombstone is the Deleted event for an object that vanished.
 func tombstone(kind objectKind, key objKey, st objState) watch.Event {
 	obj, m := kind.new()
 	m.SetNamespace(key.namespace)

@@ -11,25 +11,18 @@ import (
 	"github.com/resumable-go/resumable/cursor"
 )
 
-// resourceVersionGetter is what an event's object must implement to have a
-// resource version, as in client-go's RetryWatcher.
+// resourceVersionGetter is client-go's RetryWatcher's test for a resource
+// version.
 type resourceVersionGetter interface {
 	GetResourceVersion() string
 }
 
 // ResourceVersion is a [cursor.Extractor] for watch events: an event's
-// cursor is its object's resource version.
-//
-//   - Added, Modified and Deleted events give their object's resource
-//     version.
-//   - A Bookmark gives its resource version together with
-//     [cursor.ProgressOnly]: the stream moves past it without delivering it.
-//   - An event whose object has no GetResourceVersion method or an empty
-//     resource version, and an event of any other type, give an
-//     error (an apierrors.APIStatus with an InternalError Status): going on
-//     could skip events, so a stream stops.
-//
-// It allocates nothing for a valid event.
+// cursor is its object's resource version. A Bookmark's comes with
+// [cursor.ProgressOnly] (the stream moves past it without delivering it).
+// An object without a resource version, or an event of another type, gives
+// an error (an apierrors.APIStatus, InternalError) that stops a stream, as
+// in client-go. It allocates nothing for a valid event.
 func ResourceVersion(ev watch.Event) (string, error) {
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
@@ -59,11 +52,8 @@ var (
 	errErrorEvent        = errors.New("k8s: an ERROR event has no resource version; WatchSource turns it into an error before it reaches the extractor")
 )
 
-// invalidEventError is the error [ResourceVersion] returns for an event it
-// cannot take a resource version from: Event is the event, Err says why
-// (with client-go's RetryWatcher's message). Its Status is the
-// InternalError a [RetryWatcher] delivers before it stops, as client-go's
-// does.
+// invalidEventError is [ResourceVersion]'s error: Err has client-go's
+// message; Status is the InternalError a [RetryWatcher] delivers last.
 type invalidEventError struct {
 	Event watch.Event
 	Err   error
@@ -75,8 +65,7 @@ func (e *invalidEventError) Error() string { return e.Err.Error() }
 // Unwrap returns Err.
 func (e *invalidEventError) Unwrap() error { return e.Err }
 
-// Status returns an InternalError Status carrying Err, which makes an
-// invalidEventError an apierrors.APIStatus.
+// Status makes an invalidEventError an apierrors.APIStatus.
 func (e *invalidEventError) Status() metav1.Status {
 	return apierrors.NewInternalError(e.Err).ErrStatus
 }

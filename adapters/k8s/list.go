@@ -16,16 +16,13 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// pageSize is the number of objects per page of a [ListResync]: 500, as
-// client-go's informers.
+// pageSize is client-go's informers'.
 const pageSize = 500
 
-// watchListTimeoutSeconds bounds a WatchList request (TimeoutSeconds): a server
-// that ignores SendInitialEvents and sends nothing cannot hold a resync
-// longer. It is the longest of client-go's reflector's watch timeouts.
+// watchListTimeoutSeconds bounds a WatchList request, so that a server
+// that ignores SendInitialEvents cannot hold a resync forever.
 const watchListTimeoutSeconds = 10 * 60
 
-// lister is the ResyncFunc of ListResync.
 type lister struct {
 	l   cache.ListerWithContext
 	err error // a bad argument, returned by every call
@@ -38,29 +35,13 @@ func newLister(name string, lw cache.ListerWatcher) *lister {
 	return &lister{l: cache.ToListerWithContext(lw)}
 }
 
-// ListResync returns a [ResyncFunc] that lists through lw page by page and
-// emits every listed object as an Added event, one page in memory at a
-// time, then continues from the list's resource version.
-//
-// Its first page is listed "not older than" the resource version that
-// expired (ResourceVersionMatch NotOlderThan), which the API
-// server's watch cache serves without reading etcd; only if that answers
-// 410 Gone / Expired or "too large resource version" does it fall back to
-// a consistent read (ResourceVersion ""), which reads etcd. A list of the
-// whole collection at once from etcd, repeated by every watcher after an
-// API server restart, is what took down control planes in
-// kubernetes/kubernetes#86483. Each page asks for 500 objects, as
-// client-go's informers do, and continues with the token of the previous
-// one. When a
-// continue token has expired (the list took longer than the server keeps
-// one, five minutes by default), it starts its replay over once, from the
-// first page (the consumer sees a new start marker); a second expiry fails
-// the resync, which is retried after the usual delay.
-//
-// Objects deleted while the watch was expired are not in the list: with
-// [WithResyncDiff] the watcher delivers Deleted events for them; without
-// it, replace your state with the replay (see [IsResyncMarker]).
-// [WatchListResync] streams the state instead of listing it.
+// ListResync returns a [ResyncFunc] that lists through lw in pages of 500
+// and emits every object as an Added event, one page in memory at a time.
+// The first page is asked "not older than" the expired resource version,
+// from the API server's watch cache; only on 410 or "too large resource
+// version" does it read etcd (ResourceVersion ""). An expired continue
+// token starts the replay over once (a new start marker); a second fails
+// the resync, which is retried. See docs/kubernetes.md in the repository.
 func ListResync(lw cache.ListerWatcher) ResyncFunc {
 	return newLister("ListResync", lw).resync
 }
@@ -93,8 +74,7 @@ func (l *lister) resync(ctx context.Context, from string, emit func(watch.Event)
 			opts = first
 			continue
 		case opts.Continue != "" && isExpired(err):
-			// Not the resync's own expiry, which would stop the watcher:
-			// retried after the usual delay.
+			// Not an expiry, which would stop the watcher: retried.
 			return "", errclass.RetryAfter(fmt.Errorf("k8s: ListResync: the list's continue token expired twice: %w", err), 0)
 		default:
 			return "", err
@@ -111,9 +91,8 @@ func (l *lister) resync(ctx context.Context, from string, emit func(watch.Event)
 	}
 }
 
-// emitPage emits the items of one page as Added events, each in its own
-// allocation so that a consumer keeping one object does not keep the page,
-// and returns the page's resource version and continue token.
+// emitPage emits one page's items, each in its own allocation so that a
+// consumer keeping one object does not keep the page.
 func emitPage(list runtime.Object, emit func(watch.Event) error) (rv, cont string, err error) {
 	lm, err := meta.ListAccessor(list)
 	if err != nil {
@@ -134,48 +113,26 @@ func emitPage(list runtime.Object, emit func(watch.Event) error) (rv, cont strin
 	return rv, cont, nil
 }
 
-// isExpired reports whether err is 410 Gone or Expired.
 func isExpired(err error) bool {
 	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
-// isTooLargeResourceVersion reports whether err says the resource version
-// asked for is newer than the server knows (an etcd restored from a
-// backup, a server behind its peers), as client-go's reflector tells it.
+// isTooLargeResourceVersion: the resource version is newer than the
+// server knows (a server behind its peers), as client-go's reflector tells.
 func isTooLargeResourceVersion(err error) bool {
 	return apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
 }
 
-// WatchListResync returns a [ResyncFunc] that streams the state of the
-// collection with a WatchList request (a watch with SendInitialEvents,
-// ResourceVersionMatch NotOlderThan and AllowWatchBookmarks, from the
-// resource version that expired): the server sends each
-// object as an Added event, from its watch cache, then a Bookmark annotated
-// k8s.io/initial-events-end at the resource version the watch continues
-// from. Neither side holds the whole list: it costs the least memory of
-// all, on the client and on the server.
+// WatchListResync returns a [ResyncFunc] that streams the state with a
+// WatchList request (SendInitialEvents, from the expired resource version):
+// the server sends each object as an Added event from its watch cache, then
+// a Bookmark annotated k8s.io/initial-events-end at the resource version to
+// continue from. Neither side holds the whole list.
 //
-// It falls back to [ListResync] for the resync at hand when the
-// server does not serve it:
-//   - lw says so, as client-go's fake clients do
-//     (watchlist.DoesClientNotSupportWatchListSemantics, the test client-go's
-//     reflector makes);
-//   - the watch call fails, except with 410 Gone / Expired or "too large
-//     resource version" from the expired resource version, which it retries
-//     once from "" (a consistent read), as the reflector does;
-//   - the stream reports an error, or ends, before the end bookmark;
-//   - the stream shows the server ignored SendInitialEvents (an older
-//     server, or the WatchList feature turned off): a Bookmark without the
-//     annotation, or a Modified or Deleted event, before the end bookmark.
-//
-// Like client-go's reflector, which falls back to a list whenever its
-// WatchList attempt fails, it tries WatchList first at every resync,
-// except after a server refused the request as invalid (400, 422) or
-// showed it ignores SendInitialEvents: then it lists for the rest of its
-// life. A fallback after some objects were emitted starts the replay over
-// (the consumer sees a new start marker). The request carries
-// TimeoutSeconds of ten minutes, so a server that ignores it and sends
-// nothing cannot hold a resync forever.
+// When the server or lw does not serve WatchList, or the request fails, it
+// falls back to [ListResync] (a new start marker if objects were emitted);
+// after a 400 or 422, or a server that ignored SendInitialEvents, it lists
+// at every later resync. The cases: docs/kubernetes.md in the repository.
 func WatchListResync(lw cache.ListerWatcher) ResyncFunc {
 	wl := &watchLister{list: newLister("WatchListResync", lw)}
 	if lw != nil {
@@ -185,7 +142,6 @@ func WatchListResync(lw cache.ListerWatcher) ResyncFunc {
 	return wl.resync
 }
 
-// watchLister is the ResyncFunc of WatchListResync.
 type watchLister struct {
 	w           cache.WatcherWithContext
 	list        *lister
@@ -209,7 +165,6 @@ func (wl *watchLister) resync(ctx context.Context, from string, emit func(watch.
 	return wl.list.resync(ctx, from, emit)
 }
 
-// watchListEnd is how a WatchList request ended.
 type watchListEnd int
 
 const (
@@ -218,10 +173,8 @@ const (
 	fallBack                            // list instead
 )
 
-// watchList runs one WatchList request from the resource version from. It
-// returns the resource version of the end bookmark when every initial
-// event arrived, and what to do next otherwise. An error (ctx's, or
-// emit's) is one the resync must return.
+// watchList runs one WatchList request. An error (ctx's, or emit's) is one
+// the resync must return.
 func (wl *watchLister) watchList(ctx context.Context, from string, emit func(watch.Event) error) (string, watchListEnd, error) {
 	timeout := int64(watchListTimeoutSeconds)
 	sendInitialEvents := true
@@ -243,8 +196,7 @@ func (wl *watchLister) watchList(ctx context.Context, from string, emit func(wat
 	}
 	defer w.Stop()
 	emitted := false
-	// giveUp ends the request without the end bookmark: a replay begun
-	// starts over.
+	// giveUp: without the end bookmark, a replay begun starts over.
 	giveUp := func(next watchListEnd) (string, watchListEnd, error) {
 		if emitted {
 			if err := emit(restartMarker(from)); err != nil {
@@ -281,23 +233,20 @@ func (wl *watchLister) watchList(ctx context.Context, from string, emit func(wat
 		case ev.Type == watch.Error:
 			return giveUp(wl.refused(from, apierrors.FromObject(ev.Object)))
 		default:
-			// A plain bookmark, or a change, before the end bookmark: the
-			// server is watching, not sending initial events.
+			// The server is watching, not sending initial events.
 			wl.unsupported.Store(true)
 			return giveUp(fallBack)
 		}
 	}
 }
 
-// refused decides what follows a WatchList request from from that failed
-// with err.
+// refused decides what follows a failed WatchList request.
 func (wl *watchLister) refused(from string, err error) watchListEnd {
 	switch {
 	case from != "" && (isExpired(err) || isTooLargeResourceVersion(err)):
 		return retryConsistent
 	case apierrors.IsBadRequest(err) || apierrors.IsInvalid(err):
-		// The server does not know the request (the WatchList feature is
-		// off, or it predates it).
+		// The WatchList feature is off, or the server predates it.
 		wl.unsupported.Store(true)
 	}
 	return fallBack
@@ -307,12 +256,10 @@ func isInitialEventsEnd(ev watch.Event) bool {
 	return isAnnotatedBookmark(ev, metav1.InitialEventsAnnotationKey)
 }
 
-// NewRetryWatcherFromNow lists through lw only to learn the current resource
-// version (a consistent read limited to one item: the list's resource
-// version is what matters), then watches from it as
-// [NewRetryWatcherWithContext] does, with ctx bounding both. Events from
-// before the call are not delivered; to get the current state too, list
-// yourself and start from the list's resource version.
+// NewRetryWatcherFromNow lists one item through lw to learn the current
+// resource version, then watches from it as [NewRetryWatcherWithContext]
+// does, ctx bounding both. To get the current state too, list yourself and
+// start from the list's resource version.
 func NewRetryWatcherFromNow(ctx context.Context, lw cache.ListerWatcher, opts ...Option) (*RetryWatcher, error) {
 	if lw == nil {
 		return nil, errNilClient

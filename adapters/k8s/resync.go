@@ -16,68 +16,44 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// ResyncFunc is called when the resource version has expired (410 Gone /
-// Expired), whether at watch open or in the stream. It streams the state of
-// the collection through emit, one event per object, and returns the
-// resource version the watch continues from: that of its list.
+// ResyncFunc is called, on the watcher's goroutine with its context, when
+// the resource version from has expired (410 Gone / Expired, at open or in
+// the stream). It streams the collection's state through emit, one Added
+// event per object of the watched type, as it reads (nothing should hold
+// the whole replay), and returns the resource version of its list, which
+// the watch continues from.
 //
-// emit hands the event to the consumer (the watcher delivers it on
-// ResultChan) and returns an error only when the watcher is stopping; f
-// must then return that error at once. Nothing holds the whole replay: f
-// should emit as it reads, page by page.
-//
-// It is called on the watcher's goroutine with the watcher's context, which
-// it should honour, and from, the resource version that expired. Without
-// [WithResyncDiff] its events are delivered as they are, between the two
-// resync markers (see [IsResyncMarker]); they should be
-// Added events of the watched type. With it they are the listing the
-// watcher compares with what it delivered (see [WithResyncDiff]). To start
-// its replay over (its list's continue token expired, say) f emits a resync
-// marker, an event for which [IsResyncMarker] reports true: the watcher then
-// delivers a new start marker and the replay that follows.
-//
-// An error is classified like any other failure: retried by default (the
-// watch is reopened at the expired resource version after the usual delay,
-// fails again, and f is called again: the consumer sees a new start marker
-// and the whole replay again); mark it with errclass.Permanent to stop the
-// watcher instead. An error the classifier calls expired (a 410) stops the
-// watcher. A resource version of "" or "0" is a permanent error.
+// emit returns an error only when the watcher is stopping; f must then
+// return it at once. To start its replay over, f emits an event for which
+// [IsResyncMarker] reports true; the consumer then sees a new start marker.
+// An error is retried by default (the consumer sees the replay again);
+// errclass.Permanent, a 410, or a returned resource version of "" or "0"
+// stops the watcher.
 type ResyncFunc func(ctx context.Context, from string, emit func(watch.Event) error) (resourceVersion string, err error)
 
-// resyncAnnotation and resyncEndAnnotation, with the value "true", mark the
-// Bookmark events a [RetryWatcher] delivers before and after a resync's
-// replay.
+// The annotations, with the value "true", of the resync markers.
 const (
 	resyncAnnotation    = "resumable.io/resync"
 	resyncEndAnnotation = "resumable.io/resync-end"
 )
 
 // IsResyncMarker reports whether ev is the start marker a [RetryWatcher]
-// with [WithResync] delivers before a resync's replay: a Bookmark annotated
-// resumable.io/resync: "true", carrying the resource version that expired
-// (the last the consumer received). [IsResyncEnd] tells the end marker,
-// which carries the one the watch continues from. A marker's object has no
-// other content; its Go type is that of the objects watched, or
-// *metav1.PartialObjectMetadata when none is known, so that a consumer
-// asserting the watched type does not panic.
+// delivers before a resync's replay: a Bookmark annotated
+// resumable.io/resync: "true" at the resource version that expired. Its
+// object is of the watched Go type (else *metav1.PartialObjectMetadata)
+// and carries nothing else.
 //
-// The start marker says: events may have been missed since the previous
-// event. Without [WithResyncDiff], the events between the two markers are
-// the whole state as of the end marker's resource version (replace your
-// state with them); with it, they are the changes that bring what you
-// received up to that state (apply them as usual). A start marker that
-// comes before the end marker of the previous one means that replay was
-// cut short (the resync failed half-way, or restarted its list): forget
-// what it delivered and start over. A consumer that needs none of this can
-// skip Bookmark events, which a RetryWatcher delivers for nothing else.
+// Up to the end marker ([IsResyncEnd]) come the whole state (replace yours
+// with it) or, with [WithResyncDiff], the changes (apply them). A new start
+// marker before the end marker means the replay was cut short: drop what it
+// delivered. A consumer can skip all Bookmarks, which carry nothing else.
 func IsResyncMarker(ev watch.Event) bool {
 	return isAnnotatedBookmark(ev, resyncAnnotation)
 }
 
-// IsResyncEnd reports whether ev is the end marker a [RetryWatcher]
-// delivers after a resync's replay (a Bookmark annotated
-// resumable.io/resync-end: "true", see [IsResyncMarker]); its resource
-// version is the one the watch continues from.
+// IsResyncEnd reports whether ev is the end marker of a resync's replay
+// (resumable.io/resync-end: "true", see [IsResyncMarker]), at the resource
+// version the watch continues from.
 func IsResyncEnd(ev watch.Event) bool {
 	return isAnnotatedBookmark(ev, resyncEndAnnotation)
 }
@@ -93,8 +69,7 @@ func isAnnotatedBookmark(ev watch.Event, annotation string) bool {
 	return m.GetAnnotations()[annotation] == "true"
 }
 
-// resyncState is what a watcher with a resync hook keeps. Only the
-// watcher's goroutine uses it.
+// resyncState is used by the watcher's goroutine only.
 type resyncState struct {
 	f        ResyncFunc
 	diff     *tracker // nil without WithResyncDiff
@@ -102,17 +77,14 @@ type resyncState struct {
 	replayed int // events the last completed resync delivered, for OnResync hooks
 }
 
-// objectKind is the Go type and the group, version and kind of the objects
-// watched, taken from the last one delivered: the markers and the Deleted
-// events of a diff are made of it.
+// objectKind is the type of the last object delivered, of which markers
+// and tombstones are made.
 type objectKind struct {
 	typ reflect.Type
 	gvk schema.GroupVersionKind
 }
 
-// observe records the kind of obj. It reads obj only when its Go type
-// changed, which after the first event is never, and must be called before
-// the object is handed over (the consumer owns it afterwards).
+// observe records obj's kind; call it before the object is handed over.
 func (k *objectKind) observe(obj runtime.Object) {
 	if obj == nil {
 		return
@@ -123,8 +95,7 @@ func (k *objectKind) observe(obj runtime.Object) {
 	}
 }
 
-// new returns an empty object of the kind, or a PartialObjectMetadata when
-// the kind is unknown or not a pointer to a struct with object metadata.
+// new returns an empty object of the kind, else a PartialObjectMetadata.
 func (k objectKind) new() (runtime.Object, metav1.Object) {
 	if k.typ != nil && k.typ.Kind() == reflect.Pointer && k.typ.Elem().Kind() == reflect.Struct {
 		if obj, ok := reflect.New(k.typ.Elem()).Interface().(runtime.Object); ok {
@@ -140,7 +111,6 @@ func (k objectKind) new() (runtime.Object, metav1.Object) {
 	return obj, obj
 }
 
-// marker returns a Bookmark of the kind at rv with annotation set to "true".
 func (k objectKind) marker(annotation, rv string) watch.Event {
 	obj, m := k.new()
 	m.SetResourceVersion(rv)
@@ -148,15 +118,12 @@ func (k objectKind) marker(annotation, rv string) watch.Event {
 	return watch.Event{Type: watch.Bookmark, Object: obj}
 }
 
-// restartMarker is what ListResync and WatchListResync emit to start their
-// replay over: any start marker does.
+// restartMarker starts a ResyncFunc's replay over.
 func restartMarker(rv string) watch.Event {
 	return objectKind{}.marker(resyncAnnotation, rv)
 }
 
-// resync is the watcher's stream resync hook: it runs the user's
-// ResyncFunc, delivering its replay (or, with a tracker, the difference)
-// between the two markers.
+// resync is the stream resync hook around the user's ResyncFunc.
 func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Event) error) (string, error) {
 	rs := rw.rs
 	from := rw.LastResourceVersion()
@@ -186,8 +153,9 @@ func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Eve
 	return rv, nil
 }
 
-// replay is one resync's delivery: the start marker goes out before the
-// first event (or before the end marker of an empty replay).
+// replay is one resync's delivery: the start marker goes out just before
+// the first event (or the end marker), so a resync that fails before
+// delivering anything delivers no marker.
 type replay struct {
 	rs      *resyncState
 	emit    func(watch.Event) error
@@ -196,10 +164,9 @@ type replay struct {
 	n       int // events delivered since the start marker
 }
 
-// receive takes an event from the ResyncFunc.
 func (p *replay) receive(ev watch.Event) error {
 	if IsResyncMarker(ev) {
-		// The ResyncFunc starts over: the next event gets a new marker.
+		// Starting over: the next event gets a new marker.
 		p.started, p.n = false, 0
 		if p.rs.diff != nil {
 			p.rs.diff.begin()
@@ -212,7 +179,6 @@ func (p *replay) receive(ev watch.Event) error {
 	return p.deliver(ev)
 }
 
-// deliver hands ev to the consumer, after the start marker.
 func (p *replay) deliver(ev watch.Event) error {
 	if !p.started {
 		k := p.rs.kind
@@ -228,7 +194,6 @@ func (p *replay) deliver(ev watch.Event) error {
 	return nil
 }
 
-// start delivers the start marker unless it was.
 func (p *replay) start(k objectKind) error {
 	if p.started {
 		return nil
@@ -240,9 +205,8 @@ func (p *replay) start(k objectKind) error {
 	return nil
 }
 
-// resynced wraps a user's OnResync hook: it is told the failure itself
-// (not the Resumer's expired mark on it) and the replay's length without
-// its markers.
+// resynced wraps an OnResync hook: Cause without the Resumer's expired
+// mark, Replayed without the markers.
 func (rw *RetryWatcher) resynced(f func(stream.ResyncEvent[string])) func(stream.ResyncEvent[string]) {
 	return func(ev stream.ResyncEvent[string]) {
 		var ee *eventError

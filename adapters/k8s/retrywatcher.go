@@ -17,14 +17,12 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// RetryWatcher is a watch.Interface that reopens its underlying watch,
-// after the resource version of the last event its consumer received,
-// whenever the watch ends or fails for a reason worth retrying. It is a
-// drop-in replacement for client-go's watchtools.RetryWatcher with the same
-// behaviour case by case (see the package documentation), plus what
-// client-go's lacks, opt-in: a resync when the resource version has expired
-// ([WithResync]), a backoff policy, and a classifier of your own.
-//
+// RetryWatcher is a watch.Interface that reopens its watch after the
+// resource version of the last event its consumer received, whenever the
+// watch ends or fails for a reason worth retrying: client-go's
+// watchtools.RetryWatcher, case by case (see the package documentation). A
+// failure it does not retry (Forbidden, Unauthorized, a 410 in the stream,
+// an invalid event) arrives as one last watch.Error event, then it stops.
 // Its methods are safe for concurrent use. Make one with
 // [NewRetryWatcherWithContext].
 type RetryWatcher struct {
@@ -72,15 +70,10 @@ func checkInitialRV(rv string) error {
 }
 
 // NewRetryWatcherWithContext makes a RetryWatcher that watches through
-// watcherClient the events after initialResourceVersion, and starts its
-// goroutine. It stops when Stop is called, when ctx is cancelled, or after a
-// failure it does not retry. Its only goroutine has ended when [RetryWatcher.Done]
-// is closed.
-//
-// initialResourceVersion "" and "0" are refused with client-go's error:
-// they would make the server send a synthetic list first. Use
-// [NewRetryWatcherFromNow] to start from the current state. A nil
-// watcherClient or a bad option makes it fail too.
+// watcherClient the events after initialResourceVersion, on one goroutine
+// of its own, until Stop, the end of ctx, or a failure it does not retry.
+// initialResourceVersion "" and "0" are refused with client-go's error (use
+// [NewRetryWatcherFromNow]); so are a nil watcherClient and a bad option.
 func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion string, watcherClient cache.WatcherWithContext, opts ...Option) (*RetryWatcher, error) {
 	if err := checkInitialRV(initialResourceVersion); err != nil {
 		return nil, err
@@ -99,8 +92,7 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		stream.WithBackoff(cfg.policy),
 		stream.WithLogger(cfg.logger),
 		stream.WithClassifier(newClassifier(cfg.classifier, cfg.resync != nil)),
-		// The store only sees the cursor when a watch ends; the cursor to
-		// reopen after is the Resumer's own.
+		// The Resumer's own cursor is the one reopened after.
 		stream.WithCheckpointEvery(0),
 		stream.WithIdleTimeout(cfg.idle),
 		stream.WithOpenLimiter(cfg.limiter),
@@ -138,9 +130,8 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 	return rw, nil
 }
 
-// run is the watcher's one goroutine. Its frame is kept small (the rare
-// paths are in stopped and failed): thousands of idle watchers each keep
-// it on their stack.
+// run is the watcher's one goroutine. Keep its frame small (rare paths go
+// in stopped and failed): thousands of idle watchers keep it on their stack.
 func (rw *RetryWatcher) run(ctx context.Context, handle func(context.Context, watch.Event) error) {
 	err := rw.r.Run(ctx, handle)
 	if ctx.Err() != nil {
@@ -158,7 +149,6 @@ func (rw *RetryWatcher) run(ctx context.Context, handle func(context.Context, wa
 	rw.mu.Unlock()
 }
 
-// stopped logs a stop asked for by Stop or the context.
 func (rw *RetryWatcher) stopped(ctx context.Context) {
 	if ce := rw.log.Check(zap.DebugLevel, "RetryWatcher stopped"); ce != nil {
 		ce.Write(zap.NamedError("cause", context.Cause(ctx)), zap.String("resourceVersion", rw.LastResourceVersion()))
@@ -174,10 +164,8 @@ func (rw *RetryWatcher) failed(ctx context.Context, err error) {
 	_ = rw.send(ctx, finalEvent(err))
 }
 
-// finalEvent is the watch.Error event delivered before the watcher stops
-// because of err: the server's own event when a watch.Error event ended the
-// stream, the Status of an API error (a Forbidden at open, an invalid event),
-// or an InternalError describing err.
+// finalEvent is the last watch.Error event: the server's own, err's
+// Status, or an InternalError.
 func finalEvent(err error) watch.Event {
 	var ee *eventError
 	if errors.As(err, &ee) {
@@ -192,10 +180,9 @@ func finalEvent(err error) watch.Event {
 }
 
 // send is the handler: it hands ev to the consumer, on the Resumer's
-// goroutine, without any other hand-off.
+// goroutine.
 func (rw *RetryWatcher) send(ctx context.Context, ev watch.Event) error {
-	// A consumer waiting on ResultChan makes the non-blocking send succeed,
-	// which costs less than a two-way select.
+	// A non-blocking send first: cheaper than a two-way select.
 	select {
 	case rw.result <- ev:
 		return nil
@@ -209,8 +196,7 @@ func (rw *RetryWatcher) send(ctx context.Context, ev watch.Event) error {
 	}
 }
 
-// sendTyped is send for a watcher with a resync hook: it remembers the kind
-// of the objects delivered, for the resync markers.
+// sendTyped also remembers the objects' kind, for the resync markers.
 func (rw *RetryWatcher) sendTyped(ctx context.Context, ev watch.Event) error {
 	if ev.Type != watch.Bookmark {
 		rw.rs.kind.observe(ev.Object)
@@ -218,9 +204,8 @@ func (rw *RetryWatcher) sendTyped(ctx context.Context, ev watch.Event) error {
 	return rw.send(ctx, ev)
 }
 
-// sendTracked is sendTyped for a watcher with WithResyncDiff: it also
-// records the object in the tracker once the consumer has it. It reads the
-// object before, as the consumer owns it after.
+// sendTracked also records the object in the tracker once the consumer
+// has it; it reads the object before, as the consumer owns it after.
 func (rw *RetryWatcher) sendTracked(ctx context.Context, ev watch.Event) error {
 	if ev.Type != watch.Bookmark {
 		rw.rs.kind.observe(ev.Object)
@@ -235,25 +220,22 @@ func (rw *RetryWatcher) sendTracked(ctx context.Context, ev watch.Event) error {
 	return nil
 }
 
-// ResultChan returns the channel of events. It is unbuffered, and closed
-// when the watcher has stopped. A watch.Error event is only ever the last
-// event: the reason the watcher stops.
+// ResultChan returns the unbuffered channel of events, closed when the
+// watcher stops. A watch.Error event is only ever the last: the reason.
 func (rw *RetryWatcher) ResultChan() <-chan watch.Event {
 	return rw.result
 }
 
-// Stop stops the watcher: its goroutine ends, the result channel is closed,
-// then Done is closed. Stop does not wait for that and does not need the
-// result channel to be read. It may be called more than once, from any
-// goroutine.
+// Stop stops the watcher: the result channel is closed, then Done. Stop
+// does not wait and needs no reader of the result channel. It may be
+// called more than once, from any goroutine.
 func (rw *RetryWatcher) Stop() {
 	rw.cancel(errStopped)
 }
 
 // LastResourceVersion returns the resource version the next watch would
-// start after: the initial one, then that of the last event the consumer
-// received from ResultChan (or of the last bookmark, or of the last resync).
-// It is safe for concurrent use.
+// start after: the initial one, then that of the last event received (or
+// bookmark, or resync). It is safe for concurrent use.
 func (rw *RetryWatcher) LastResourceVersion() string {
 	if rv := rw.r.Cursor(); rv != "" {
 		return rv
@@ -261,8 +243,8 @@ func (rw *RetryWatcher) LastResourceVersion() string {
 	return rw.initialRV // the Resumer has not loaded its store yet
 }
 
-// Done returns a channel that is closed once the watcher has fully stopped:
-// its goroutine has ended and the result channel is closed.
+// Done returns a channel closed once the watcher's goroutine has ended and
+// the result channel is closed.
 func (rw *RetryWatcher) Done() <-chan struct{} {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
@@ -275,9 +257,8 @@ func (rw *RetryWatcher) Done() <-chan struct{} {
 	return rw.done
 }
 
-// newClassifier is the classifier of a RetryWatcher: the user's, then the
-// errclass markers, then the Kubernetes rules. What none of them decides
-// is the Resumer's to resolve, with errclass.Default.
+// newClassifier: the user's, then the errclass markers, then the
+// Kubernetes rules; the Resumer resolves the rest with errclass.Default.
 func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
 	if user == nil {
 		if resync {
@@ -288,7 +269,7 @@ func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
 	return errclass.Chain(user, errclass.Markers(), StatusClassifier(resync))
 }
 
-// The classifiers of watchers without a classifier of their own, shared.
+// Shared by watchers without a classifier of their own.
 var (
 	defaultClassifier = errclass.Chain(errclass.Markers(), StatusClassifier(false))
 	resyncClassifier  = errclass.Chain(errclass.Markers(), StatusClassifier(true))

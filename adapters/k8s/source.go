@@ -15,41 +15,27 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// WatchSource returns a [stream.Source] that opens watches through w. Each
-// Open asks for the events after the given resource version, with
-// AllowWatchBookmarks set, as client-go's RetryWatcher does:
-//
-//	w.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: after, AllowWatchBookmarks: true})
-//
-// An error from the watch call is returned as it is. The connection's Recv
-// returns the watch's events; a closed result channel is io.EOF (the normal
-// end of a watch); a watch.Error event is returned as an error that unwraps
-// to apierrors.FromObject of its object (apierrors.IsGone works on it), so
-// that a classifier can tell a failure reported in the stream from one
-// reported when the watch was opened (see [StatusClassifier]). Close stops
-// the watch and makes a Recv blocked on it return, even when the watch does
-// not close its channel on Stop; it may be called more than once, from any
-// goroutine. A nil watch with a nil error makes Open return a nil Conn and
-// no error, which a Resumer records as a failure and retries by default, as
-// client-go does.
-//
-// Compose it with [ResourceVersion] and [StatusClassifier] to build your own
-// [stream.Resumer] over a watch.
+// WatchSource returns a [stream.Source] that opens watches through w, as
+// client-go's RetryWatcher does: ResourceVersion after, AllowWatchBookmarks.
+// A watch call's error is returned as it is; a closed result channel is
+// io.EOF; a watch.Error event is an error that unwraps to
+// apierrors.FromObject of its object (apierrors.IsGone works on it), which
+// [StatusClassifier] tells from a failure to open. Close stops the watch
+// and unblocks Recv; it may be called more than once, from any goroutine.
+// A nil watch opens a nil Conn, which a Resumer retries.
 func WatchSource(w cache.WatcherWithContext) stream.Source[watch.Event, string] {
 	return &source{w: w}
 }
 
 type source struct {
 	w cache.WatcherWithContext
-	// quiet: no other goroutine closes a Conn while its Recv waits (a
-	// RetryWatcher without an idle timeout), so a Conn needs no channel of
-	// its own to unblock Recv. Idle watchers then keep less memory.
+	// quiet: nothing closes a Conn while Recv waits (no idle timeout), so
+	// a Conn needs no closed channel; idle watchers keep less memory.
 	quiet bool
 }
 
-// RecvRespectsContext implements stream.ContextRespecter: a watch's Recv
-// returns as soon as its ctx ends, so the Resumer needs no watcher of its
-// own to close it.
+// RecvRespectsContext implements stream.ContextRespecter: Recv returns as
+// soon as its ctx ends.
 func (s *source) RecvRespectsContext() bool { return true }
 
 func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Event], error) {
@@ -73,8 +59,7 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 	return c, nil
 }
 
-// conn is one watch. Recv is the per-event path: it allocates nothing for
-// an event that is not an error.
+// conn is one watch. Recv, the per-event path, must not allocate.
 type conn struct {
 	w       watch.Interface
 	ch      <-chan watch.Event
@@ -82,8 +67,7 @@ type conn struct {
 	stopped atomic.Bool
 }
 
-// errClosed is what Recv returns once Close was called (by the Resumer's
-// idle watchdog, say).
+// errClosed is Recv's error after Close (by the idle watchdog, say).
 var errClosed = errors.New("k8s: the watch connection was closed")
 
 func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
@@ -91,8 +75,7 @@ func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 		ev watch.Event
 		ok bool
 	)
-	// Try the channel alone first: a non-blocking receive is much cheaper
-	// than a two-way select, and a busy watch usually has an event ready.
+	// A non-blocking receive first: much cheaper than a select.
 	select {
 	case ev, ok = <-c.ch:
 	default:
@@ -123,13 +106,9 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// eventError is the error a [WatchSource] connection returns for a
-// watch.Error event: the API server reported a failure inside an open watch.
-// Event is the event as received; Err is what
-// apierrors.FromObject(Event.Object) made of it: an
-// [*apierrors.StatusError] when the object is a metav1.Status (so that
-// apierrors.IsGone and the like work on an eventError), another error when
-// it is not.
+// eventError is Recv's error for a watch.Error event: Event as received,
+// Err = apierrors.FromObject(Event.Object), a *apierrors.StatusError when
+// the object is a Status.
 type eventError struct {
 	Event watch.Event
 	Err   error

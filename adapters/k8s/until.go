@@ -10,25 +10,14 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 )
 
-// Until is client-go's watchtools.Until over a [RetryWatcher], with the same
-// signature: it watches through watcherClient from initialResourceVersion
-// and hands the watcher to watchtools.UntilWithoutRetry, which feeds each
-// event to the conditions in turn, moving to the next condition when one
-// returns true, and returns the last event seen.
-//
-// It returns
-//   - the event that satisfied the last condition, and nil;
-//   - the event and the error of a condition that failed;
-//   - watchtools.ErrWatchClosed when the watcher stopped first (after a
-//     watch.Error event it does not retry, which the conditions saw);
-//   - when ctx ends, an error for which wait.Interrupted reports true (as
-//     client-go's) and that also matches ctx's error with errors.Is;
-//   - the constructor's error for an initialResourceVersion of "" or "0" or
-//     a nil watcherClient.
-//
-// Unlike client-go's, it returns only once the watcher's goroutine has
-// ended. To pass options (a resync, say), make the watcher with
-// [NewRetryWatcherWithContext] and hand it to watchtools.UntilWithoutRetry.
+// Until is client-go's watchtools.Until over a [RetryWatcher], same
+// signature and results: the last event seen and a condition's error,
+// watchtools.ErrWatchClosed when the watcher stopped first, or the
+// constructor's error. When ctx ends the error satisfies wait.Interrupted
+// and matches ctx's error with errors.Is. Unlike client-go's, it returns
+// only once the watcher's goroutine has ended. For options, make the
+// watcher with [NewRetryWatcherWithContext] and call
+// watchtools.UntilWithoutRetry.
 func Until(ctx context.Context, initialResourceVersion string, watcherClient cache.Watcher, conditions ...watchtools.ConditionFunc) (*watch.Event, error) {
 	if watcherClient == nil {
 		return nil, errNilClient
