@@ -29,9 +29,8 @@ func Extract[T any](e Event[T]) (int64, error) { return e.Seq, nil }
 type Kind uint8
 
 const (
-	// Deliver serves events until the log is exhausted (then the end-of-log
-	// behaviour applies); K is ignored. It is what every connection does
-	// once the script has run out.
+	// Deliver serves events to the end of the log (then [EndOfLog] applies);
+	// K is ignored. Every connection does this once the script has run out.
 	Deliver Kind = iota
 	// FailOpen makes Open fail with the step's error.
 	FailOpen
@@ -47,11 +46,9 @@ const (
 	// marked [errclass.CursorExpired]; with K = 0 it is Open that answers so.
 	ExpireAfter
 	// BlockAfter makes Recv block after K events, ignoring its context, until
-	// Close is called: the connection of a server that went silent, read by
-	// a client that does not honour ctx.
+	// Close: a silent server read by a client that does not honour ctx.
 	BlockAfter
-	// EndStreamAfter ends the stream for good ([stream.ErrEndOfStream])
-	// after K events.
+	// EndStreamAfter ends the stream ([stream.ErrEndOfStream]) after K events.
 	EndStreamAfter
 	// BlockOpen makes Open block until its context ends, then return the
 	// context's error: a server that never answers the handshake.
@@ -59,7 +56,6 @@ const (
 	numKinds
 )
 
-// name names the kind, for Step.String.
 func (k Kind) name() string {
 	switch k {
 	case Deliver:
@@ -88,9 +84,8 @@ func (k Kind) name() string {
 // returns do. Each Open consumes one step, whatever the outcome of the Open.
 type Step struct {
 	Kind Kind
-	// K is the number of events the connection delivers before the fault.
-	// When the log ends first, the end-of-log behaviour applies instead
-	// (see [EndOfLog]).
+	// K is the number of events the connection delivers before the fault;
+	// when the log ends first, [EndOfLog] applies instead.
 	K int
 	// Err is the error of FailOpen and BreakAfter, and the error DelayAfter
 	// and ExpireAfter mark; [ErrInjected] when nil.
@@ -123,18 +118,15 @@ func (s Step) err() error {
 // fault of the script matches it (errors.Is) unless its step names an Err.
 var ErrInjected = errors.New("streamtest: injected failure")
 
-// errClosed is returned by Recv on a closed connection.
 var errClosed = errors.New("streamtest: connection closed")
 
 // EndOfLog says what a connection does when it has delivered the whole log.
 type EndOfLog uint8
 
 const (
-	// EndStream returns [stream.ErrEndOfStream]: Run returns nil. The
-	// default.
+	// EndStream returns [stream.ErrEndOfStream]: Run returns nil. The default.
 	EndStream EndOfLog = iota
-	// Wait blocks until an Append, the end of Recv's ctx, or Close: a live
-	// stream.
+	// Wait blocks until an Append, Close, or the end of Recv's ctx: a live log.
 	Wait
 	// EOF ends the connection cleanly (io.EOF), so the Resumer reopens.
 	EOF
@@ -146,8 +138,7 @@ type Open struct {
 	After int64
 	// At is when Open was called.
 	At time.Time
-	// Step is the script step it consumed (Kind Deliver when the script had
-	// run out).
+	// Step is the step it consumed (Kind Deliver once the script ran out).
 	Step Step
 	// Live is the number of connections of this Source still open when
 	// Open was called: 0 when the previous connection was closed first.
@@ -156,9 +147,7 @@ type Open struct {
 
 // Source is a fake [stream.Source] over an in-memory log of events of type
 // T, playing a fault script, one [Step] per Open. Make one with [NewSource].
-// It is safe for concurrent use and starts no goroutines; its connections
-// follow the [stream.Conn] contract (Recv from one goroutine at a time,
-// Close any number of times, concurrently with Recv).
+// It is safe for concurrent use; its connections follow [stream.Conn].
 type Source[T any] struct {
 	mu      sync.Mutex
 	log     []T
@@ -172,9 +161,8 @@ type Source[T any] struct {
 }
 
 // NewSource returns a Source over log (event i has sequence number i+1)
-// that plays script, one step per Open. The Source keeps log and never
-// writes to its elements; [Source.Append] never writes into log's spare
-// capacity either, so a log may be shared by many Sources.
+// that plays script, one step per Open. It never writes to log's elements or
+// spare capacity, so many Sources may share a log.
 func NewSource[T any](log []T, script ...Step) *Source[T] {
 	return &Source[T]{
 		log:     slices.Clip(log),
@@ -217,7 +205,7 @@ func (s *Source[T]) Live() int {
 // AwaitBlocked waits until at least one call is blocked (an Open in a
 // BlockOpen step, a Recv in a BlockAfter step or waiting at the end of the
 // log, see [Wait]) and returns nil, or returns ctx's error if ctx ends
-// first. A test uses it to cancel a Resumer at the moment it is stuck.
+// first.
 func (s *Source[T]) AwaitBlocked(ctx context.Context) error {
 	for {
 		s.mu.Lock()
@@ -347,8 +335,7 @@ func (c *conn[T]) Recv(ctx context.Context) (Event[T], error) {
 	}
 }
 
-// wait blocks at the end of the log until it grows, the conn is closed or
-// ctx ends.
+// wait blocks at the log's end until it grows, the conn closes or ctx ends.
 func (c *conn[T]) wait(ctx context.Context, grew <-chan struct{}) error {
 	unblock := c.src.block()
 	defer unblock()
@@ -374,17 +361,12 @@ func (c *conn[T]) Close() error {
 	return nil
 }
 
-// RandomScript returns n steps drawn from rng: kinds drawn uniformly from
-// kinds, K uniformly from [0, maxK], and for DelayAfter a Delay uniformly
-// from [0, maxDelay]. The same rng state gives the same script, so a test
-// that logs its seed can be replayed.
-//
-// Without kinds it draws the faults a Resumer recovers from on its own:
-// FailOpen, EndAfter, BreakAfter, DelayAfter and ExpireAfter (the last needs
-// a resync hook, [stream.WithResync]). Deliver is never drawn by default: it
-// serves the rest of the log, so the steps after it would never be played.
-// BlockAfter and BlockOpen need a cancellation to end, and EndStreamAfter
-// ends the run: ask for them by name.
+// RandomScript returns n steps drawn from rng: kinds uniformly from kinds,
+// K from [0, maxK], and for DelayAfter a Delay from [0, maxDelay]. The same
+// rng state gives the same script. Without kinds it draws the faults a
+// Resumer recovers from on its own: FailOpen, EndAfter, BreakAfter,
+// DelayAfter and ExpireAfter (which needs [stream.WithResync]). Ask for the
+// others by name; the steps after a Deliver are never played.
 func RandomScript(rng *rand.Rand, n, maxK int, maxDelay time.Duration, kinds ...Kind) []Step {
 	if len(kinds) == 0 {
 		kinds = []Kind{FailOpen, EndAfter, BreakAfter, DelayAfter, ExpireAfter}
