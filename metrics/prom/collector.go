@@ -12,9 +12,8 @@ import (
 )
 
 // Collector is a prometheus.Collector of the metrics of the streams attached
-// to it with [Hooks] (see the package documentation for the series). Register
-// it once; attach any number of streams. Its methods are safe for concurrent
-// use. Make one with [NewCollector].
+// to it with [Hooks]. Make one with [NewCollector] and register it once. Its
+// methods are safe for concurrent use.
 type Collector struct {
 	events, progress, opens, cleanEnds, failures *prometheus.Desc
 	resyncs, saves, saveErrors                   *prometheus.Desc
@@ -46,7 +45,6 @@ type totals struct {
 	retried, failed, expired           uint64
 }
 
-// add adds o to t.
 func (t *totals) add(o totals) {
 	t.events += o.events
 	t.progress += o.progress
@@ -60,10 +58,9 @@ func (t *totals) add(o totals) {
 	t.expired += o.expired
 }
 
-// NewCollector returns a Collector with no stream attached, whose metric
-// names are namespace + "_" + the name ("resumable" is the usual namespace;
-// "" means no prefix). A namespace that is not a valid metric name prefix
-// gives an error matching [stream.ErrInvalidOption].
+// NewCollector returns a Collector whose metric names are namespace + "_" +
+// the name ("" means no prefix). A namespace that is not a valid metric name
+// prefix gives an error matching [stream.ErrInvalidOption].
 func NewCollector(namespace string) (*Collector, error) {
 	if namespace != "" && !namespaceRE.MatchString(namespace) {
 		return nil, &invalidError{msg: fmt.Sprintf("prom: NewCollector(%q): not a valid metric name prefix", namespace)}

@@ -29,38 +29,21 @@
 //	resumable_reconnect_delay_seconds{name}      histogram of the wait before each reopen
 //
 // Rules of use:
-//   - Several streams may share a name: their counters add up, connected
-//     counts those connected, and the commit age is that of the most recent
-//     commit of any of them. A name per stream suits a few long-lived
-//     streams; a shared name (the resource, the tenant) suits thousands of
-//     short-lived ones, whose series would otherwise crowd the server.
+//   - Several streams may share a name: counters add up, connected counts
+//     those connected, the commit age is that of the latest commit. Name
+//     each of a few long-lived streams; give one name to thousands of
+//     short-lived ones.
 //   - Call the detach function once the stream is done (Run returned, or the
-//     watcher's Done channel closed): the stream stops counting as attached
-//     (a Run that returned already stopped counting as connected, through
-//     the OnStop hook), and when the last stream of a name
-//     detaches, the name's series are dropped, so that ten thousand
-//     short-lived names leave nothing behind. A name attached again later
-//     starts its counters from zero, which Prometheus' rate and increase
-//     read as a counter reset.
-//   - The per-event path (OnCommit) adds one atomic increment to a counter
-//     of the stream's own: no lock, no clock, no allocation, and no
-//     contention between streams of the same name. A scrape adds up the
-//     counters of a name's streams; everything else happens once per
-//     connection.
-//   - The commit age is computed at scrape time, without reading the clock
-//     per event: each scrape compares the name's commit count with the one
-//     it saw last and remembers when it last changed. A commit is therefore
-//     noticed at the first scrape after it, so the age reads low by at most
-//     the time between two scrapes (a commit right after a scrape reads as
-//     age 0 at the next one). Before the first commit the age counts from
-//     the name's first attach. Alert on it with a threshold well above the
-//     scrape interval, and together with resumable_connected: a stream that
-//     is connected and quiet for long is stalled (or has nothing to say;
-//     bookmarks and progress-only events count as commits).
+//     watcher's Done channel closed). The last stream of a name to detach
+//     drops the name's series; a name attached again starts from zero, which
+//     rate and increase read as a counter reset.
+//   - The per-event path (OnCommit) is one atomic increment on a counter of
+//     the stream's own: no lock, no clock, no allocation.
+//   - The commit age is computed at scrape time, so it reads low by at most
+//     the time between two scrapes; before the first commit it counts from
+//     the name's first attach. Progress-only events count as commits.
 //
-// [OwnerHook] counts the ownership changes of a group member (etcd.Group's
-// owner hook) under a "member" label: resumable_owned_streams{member},
-// resumable_handoffs_total{member} and resumable_owner_losses_total{member}.
-//
-// A nil *Collector counts nothing: [Hooks] then returns empty hooks.
+// [OwnerHook] counts the ownership changes of an etcd.Group member under a
+// "member" label. A nil *Collector counts nothing. Alerting rules and costs
+// are in docs/metrics.md in the repository.
 package prom

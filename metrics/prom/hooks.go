@@ -10,20 +10,16 @@ import (
 )
 
 // Hooks attaches one stream to c under name and returns the hooks that count
-// it, for [stream.WithHooks] (or an adapter's option that takes
-// stream.Hooks, such as the Kubernetes RetryWatcher's), and the function to
-// call once the stream is done. C is the stream's cursor type.
+// it, for [stream.WithHooks] or an adapter's option that takes stream.Hooks,
+// and the function to call once the stream is done. C is the stream's cursor
+// type. Use one call of Hooks per stream: streams sharing one set of hooks
+// would confuse the connected gauge.
 //
-// The hooks add to the name's series as the stream reports (see the package
-// documentation). Detach stops the stream counting as attached and as
-// connected, keeps what it counted in the name's counters, and drops the
-// name's series when no other stream of that name is attached; hooks the
-// stream calls after it count nothing. Detach may be called more than once,
-// from any goroutine. Use one call of Hooks per stream: streams sharing one
-// set of hooks would confuse the connected gauge.
-//
-// A name that is not valid UTF-8 has its bad bytes replaced by U+FFFD. A nil
-// c returns empty hooks and a detach that does nothing.
+// Detach stops the stream counting as attached and connected, keeps its
+// counts in the name's counters, and drops the name's series when no other
+// stream of that name is attached; hooks called after it count nothing.
+// Detach may be called more than once, from any goroutine. Invalid UTF-8 in
+// name is replaced by U+FFFD. A nil c gives empty hooks and a no-op detach.
 func Hooks[C any](c *Collector, name string) (hooks stream.Hooks[C], detach func()) {
 	if c == nil {
 		return stream.Hooks[C]{}, func() {}

@@ -3,18 +3,13 @@ package prom
 import "github.com/prometheus/client_golang/prometheus"
 
 // OwnerHook returns the function that counts, under the member's name, the
-// ownership changes of a group member that runs streams one owner at a
-// time (etcd.Group: call it from the hook of etcd.WithOwnerHook with the
-// event's Member, Owned and Err). owned is true when the member starts
-// owning a stream; false when it stops, with err nil for a handoff and
-// non-nil for a loss. It feeds three series labelled "member":
-//
-//	resumable_owned_streams{member}       streams the member owns now
-//	resumable_handoffs_total{member}      ownerships ended by a handoff
-//	resumable_owner_losses_total{member}  ownerships lost (lease expired, fenced out)
-//
-// The function is safe for concurrent use. A member's series stay once it
-// reported, however many streams it owns. A nil c counts nothing.
+// ownership changes of a group member (etcd.Group: call it from the hook of
+// etcd.WithOwnerHook with the event's Member, Owned and Err). owned is true
+// when the member starts owning a stream; false when it stops, with err nil
+// for a handoff and non-nil for a loss. It feeds resumable_owned_streams,
+// resumable_handoffs_total and resumable_owner_losses_total, labelled
+// "member"; a member's series stay once it reported. The function is safe
+// for concurrent use. A nil c counts nothing.
 func OwnerHook(c *Collector) func(member string, owned bool, err error) {
 	if c == nil {
 		return func(string, bool, error) {}
