@@ -2,16 +2,11 @@ package sse
 
 import "unicode/utf8"
 
-// The WHATWG Encoding standard's "UTF-8 decode" turns bytes into text by
-// replacing every maximal subpart of an ill-formed sequence with one U+FFFD
-// (Unicode's "substitution of maximal subparts"); well-formed UTF-8 is left
-// as it is. Go's utf8.DecodeRune and strings.ToValidUTF8 replace differently
-// (one U+FFFD per byte, and one per run of bad bytes), so the ill-formed
-// case is done here.
-//
-// Decoding commutes with the parser's splitting on CR, LF and ':': those are
-// ASCII bytes, which never occur inside a well-formed sequence and end an
-// ill-formed one. So the parser splits raw bytes and decodes each value.
+// The WHATWG "UTF-8 decode" replaces each maximal subpart of an ill-formed
+// sequence with one U+FFFD; Go's utf8.DecodeRune and strings.ToValidUTF8
+// replace one per byte or one per run, so that case is done here. Decoding
+// commutes with splitting on CR, LF and ':' (ASCII bytes never occur inside
+// a well-formed sequence), so the parser splits raw bytes and decodes values.
 
 // decodeString returns b decoded as text. Well-formed input is converted
 // with one allocation and no copy beyond string(b).

@@ -45,10 +45,8 @@ var bom = []byte("\xEF\xBB\xBF")
 const initialBuffer = 4 << 10
 
 // newParser returns a parser of r whose last event ID starts as lastID, the
-// Last-Event-ID the connection was opened with. (The standard's text starts
-// the buffer empty; browsers start it with the event source's last event ID
-// string, as here: otherwise the first event without id: on a resumed
-// connection would reset the cursor to the start of the stream.)
+// Last-Event-ID sent, as browsers do: the standard starts it empty, which
+// would reset a resumed cursor at the first event without id:.
 func newParser(r io.Reader, lastID string, maxSize int, retry *atomic.Int64) parser {
 	return parser{
 		r:      r,

@@ -18,10 +18,9 @@ import (
 
 // Event is one server-sent event, or a heartbeat.
 type Event struct {
-	// ID is the event's last event ID as the standard defines it: the value
-	// of the last id: field received on the stream, in this event or an
-	// earlier one (on this connection, or sent as Last-Event-ID when it was
-	// opened). It is the cursor: a reconnect sends it back as Last-Event-ID.
+	// ID is the last event ID as the standard defines it: the last id: field
+	// received, in this event or an earlier one, or else the Last-Event-ID
+	// the connection was opened with. It is the cursor.
 	ID string
 	// Type is the value of the event's event: field, or "message" when it
 	// had none. It is empty for a heartbeat.
@@ -29,40 +28,31 @@ type Event struct {
 	// Data is the event's data: fields joined with "\n". It is empty for a
 	// heartbeat.
 	Data string
-	// Heartbeat marks a sign of life that is not an event: comment lines
-	// (": ping") the server sent between events, reported once before the
-	// Conn waits for more input, or a block that moved the last event ID
-	// without any data ("id: 42" and a blank line), which a browser would
-	// send back on its next reconnect. ID is the last event ID.
-	// [EventID] reports a heartbeat as [cursor.ProgressOnly], so the Resumer
-	// commits ID, counts the heartbeat as activity for
-	// [stream.WithIdleTimeout], and never hands it to the handler.
+	// Heartbeat marks a sign of life that is not an event: comment lines,
+	// reported once before the Conn waits for more input, or a block that
+	// moved the last event ID without data ("id: 42" and a blank line).
+	// [EventID] reports it as [cursor.ProgressOnly]: the Resumer commits ID,
+	// counts it as activity, and never hands it to the handler.
 	Heartbeat bool
 }
 
-// defaultMaxEventSize is the largest event a [Source] accepts when its
-// MaxEventSize is zero: 1 MiB.
+// defaultMaxEventSize is what a zero MaxEventSize means.
 const defaultMaxEventSize = 1 << 20
 
-// errEventTooLarge is matched by the error that ends a connection on which
-// one line, or the field lines of one event, add up to more than the
-// Source's MaxEventSize bytes. The error is marked errclass.Permanent:
-// reconnecting would receive the same event again.
+// errEventTooLarge ends a connection whose line or event is over
+// MaxEventSize; it is marked Permanent, since a reconnect would receive the
+// same event again.
 var errEventTooLarge = errors.New("sse: event too large")
 
-// errUnsendableID is matched by the error EventID returns for an event
-// whose ID holds a control character that an HTTP header cannot carry
-// (U+0001 to U+0008, U+000B to U+001F, U+007F; NULL, CR and LF never reach
-// an ID), and by the error Source.Open returns, marked
-// errclass.Permanent, for such a cursor. net/http refuses to send it, so
-// a stream resumed from it would fail before reaching the server, forever.
+// errUnsendableID: an ID holding a control character no HTTP header can
+// carry. EventID returns it; Open returns it marked Permanent, since
+// net/http would refuse every reconnect from such a cursor.
 var errUnsendableID = errors.New("sse: event id cannot be sent back in a Last-Event-ID header")
 
 // EventID is the [cursor.Extractor] of a [Source]: an event's cursor is its
-// ID. It returns [cursor.ProgressOnly] for a heartbeat, and an error
-// ("sse: event id cannot be sent back in a Last-Event-ID header: …") for
-// an ID that could not be sent back on a reconnect; the Resumer then stops
-// before handling that event, with the last good ID committed.
+// ID. It returns [cursor.ProgressOnly] for a heartbeat, and an error for an
+// ID holding a control character that no Last-Event-ID header can carry:
+// the Resumer then stops before that event, with the last good ID committed.
 func EventID(ev Event) (string, error) {
 	if err := checkID(ev.ID); err != nil {
 		return "", err
@@ -73,8 +63,7 @@ func EventID(ev Event) (string, error) {
 	return ev.ID, nil
 }
 
-// checkID returns an error matching errUnsendableID when id holds a byte
-// that net/http refuses in a header value.
+// checkID refuses the bytes net/http refuses in a header value.
 func checkID(id string) error {
 	for i := range len(id) {
 		if c := id[i]; c < ' ' && c != '\t' || c == 0x7F {
@@ -85,13 +74,9 @@ func checkID(id string) error {
 }
 
 // Source is a [stream.Source] of server-sent events: each Open is an HTTP
-// GET of URL that sends the cursor as Last-Event-ID. See the package
-// documentation for how it treats each response and how a connection ends.
-//
-// A Source remembers the reconnection time the server set with retry:
-// across connections, as an EventSource does, so it serves one stream at a
-// time. Its fields must not change once it is in use. The zero MaxEventSize
-// and a nil Client or Header are ready to use.
+// GET of URL that sends the cursor as Last-Event-ID. It keeps the server's
+// reconnection time (retry:) across connections, so it serves one stream at
+// a time; its fields must not change once in use. Only URL is required.
 type Source struct {
 	// URL is the event stream's address.
 	URL string
@@ -121,8 +106,8 @@ func (s *Source) RecvRespectsContext() bool { return true }
 const errorBodyWait = time.Second
 
 // Open sends the request and returns the connection once the server
-// answered 200 OK with Content-Type text/event-stream. Its errors are
-// marked for [errclass.Default]; see the package documentation.
+// answered 200 with Content-Type text/event-stream. Its errors are marked
+// for [errclass.Default] (see the package documentation).
 func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], error) {
 	if err := s.check(after); err != nil {
 		return nil, errclass.Permanent(err)
@@ -147,9 +132,8 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], er
 		cancel()
 		err = fmt.Errorf("sse: %w", err)
 		if resp != nil && ctx.Err() == nil {
-			// The Client's CheckRedirect refused a redirect (net/http's
-			// "stopped after 10 redirects"): as for a 3xx not followed,
-			// reconnecting would meet the same answer.
+			// The Client's CheckRedirect refused a redirect: reconnecting
+			// would meet the same answer.
 			return nil, errclass.Permanent(err)
 		}
 		return nil, s.floor(err, 0)
@@ -178,11 +162,9 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], er
 	return nil, s.refused(resp, readErrorBody(resp.Body, cancel))
 }
 
-// refused returns the error for a response that opens no stream: the
-// [*errclass.StatusError] of [errclass.FromHTTP], with the Content-Type and
-// the start of the body, marked as FromHTTP marks it (a 2xx other than 200
-// with an event stream is permanent); a retried one carries the longer of
-// Retry-After and the reconnection time.
+// refused returns FromHTTP's StatusError for a response that opens no
+// stream, with its Content-Type and body start, marked as FromHTTP marks it
+// (any 2xx is permanent); a retry waits at least the reconnection time too.
 func (s *Source) refused(resp *http.Response, body string) error {
 	herr := errclass.FromHTTP(resp)
 	serr := &errclass.StatusError{Code: resp.StatusCode}
@@ -262,9 +244,8 @@ type conn struct {
 }
 
 // Recv returns the next event or heartbeat. A connection ends with io.EOF
-// when the server closed it between events (marked [errclass.RetryAfter]
-// once the server set a reconnection time), and with an error otherwise;
-// once ended it returns the same error again.
+// when the server closed it between events (floored at the reconnection
+// time), with an error otherwise, and then returns the same error again.
 func (c *conn) Recv(ctx context.Context) (Event, error) {
 	if c.err != nil {
 		return Event{}, c.err
