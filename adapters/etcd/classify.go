@@ -10,13 +10,8 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// classifier returns the [errclass.Classifier] for the failures of a
-// watch and a Store: the markers of package errclass decide first (an
-// expired cursor, one of another history, a refused Save); an etcd or gRPC
-// error whose code says that retrying cannot help — PermissionDenied,
-// Unauthenticated, InvalidArgument — is [errclass.Fail]; anything else is
-// left to the default, which retries (no leader, an unreachable member, a
-// timeout).
+// classifier: the errclass markers first; then PermissionDenied,
+// Unauthenticated and InvalidArgument fail; the default retries the rest.
 func classifier() errclass.Classifier {
 	return errclass.Chain(errclass.Markers(), errclass.Func(classifyCode))
 }

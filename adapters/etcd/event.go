@@ -13,30 +13,24 @@ import (
 )
 
 // Event is one change under a watched prefix, or a marker around a resync's
-// replay.
-//
-// Key and Value share memory with the watch response they came from: copy
-// them to keep them beyond the handler call.
+// replay. Key and Value share memory with the watch response: copy them to
+// keep them beyond the handler call.
 type Event struct {
-	// Type is etcd's: [clientv3.EventTypePut] for a key created or updated
-	// (and for every key of a resync's replay), [clientv3.EventTypeDelete]
-	// for a key deleted (by a delete, a transaction or an expired lease).
+	// Type is etcd's: [clientv3.EventTypePut] (also for every key of a
+	// resync's replay) or [clientv3.EventTypeDelete].
 	Type mvccpb.Event_EventType
-	// ResyncStart marks the event that opens a resync's replay, after the
-	// cursor expired (compacted, or of a replaced cluster): events may have
-	// been missed, and the puts up to the ResyncEnd marker are the state of
-	// the prefix as of the revision of its Cursor. Keys deleted in the gap
-	// are not replayed: drop what the replay lacks. A marker has no key.
+	// ResyncStart opens a resync's replay (the cursor was compacted, or of
+	// a replaced cluster): the puts up to ResyncEnd are the prefix's state
+	// at its Cursor's revision; drop what the replay lacks. A marker has no
+	// key.
 	ResyncStart bool
-	// ResyncEnd marks the event that closes a resync's replay; the stream
-	// continues with the changes after the revision of its Cursor.
+	// ResyncEnd closes the replay; changes after its Cursor follow.
 	ResyncEnd bool
 	// Key is the key that changed.
 	Key []byte
 	// Value is the key's value after a Put.
 	Value []byte
-	// ModRevision is the revision of the change (Put, Delete): the revision
-	// of the transaction that made it, shared by every key it changed.
+	// ModRevision is the revision of the change's transaction.
 	ModRevision int64
 	// CreateRevision is the revision at which the key was created (Put).
 	CreateRevision int64
@@ -44,35 +38,22 @@ type Event struct {
 	Version int64
 	// Lease is the ID of the lease the key is attached to, 0 for none (Put).
 	Lease int64
-	// Cursor is the position just after this event: resuming after it
-	// delivers the events that follow.
+	// Cursor is the position just after this event.
 	Cursor Cursor
 
 	progress bool // an etcd progress notification: committed, never handled
 }
 
 // Cursor is a position in the history of a watched prefix: after Index
-// events of revision Revision, or after all of them when Index is 0.
+// events of revision Revision, or after all of them when Index is 0. A
+// stream stopped inside a transaction thus resumes with its next event,
+// since etcd delivers a revision's events in the same order every time.
+// The zero Cursor is before revision 1; [Now] gives the current one.
 //
-// A transaction changes many keys at one revision, and etcd delivers a
-// revision's events in the order of the transaction's operations, every
-// time it is watched. A Cursor counts them, so that a stream stopped in the
-// middle of a transaction resumes with the next of its events: nothing lost,
-// nothing repeated. The event of a revision that changed one key under the
-// prefix has Index 1; a progress notification or the end of a resync has
-// Index 0 (the whole revision).
-//
-// The zero Cursor is before revision 1: resuming after it delivers every
-// change etcd still has, or, once history was compacted, a resync of the
-// prefix. Use [Now] for a cursor at the current revision.
-//
-// A revision means something in one history only, so a Cursor also records
-// the ID of the cluster it was read from. A [NewResumer] watch refuses to
-// resume a cursor in another cluster, or in one whose current revision is
-// below the cursor's (wiped, or restored from an older snapshot), with an
-// error matching [stream.ErrSourceChanged]; a Cursor without a cluster ID
-// (the zero Cursor, one saved by an older version) takes the ID of the
-// cluster it is first resumed in. See docs/replaced-backend.md.
+// A Cursor records its cluster's ID: a [NewResumer] watch refuses it in
+// another cluster, or in one whose revision is below it, with
+// [stream.ErrSourceChanged]; without an ID it takes the first cluster's.
+// See docs/etcd.md and docs/replaced-backend.md in the repository.
 type Cursor struct {
 	// Revision is the revision of the last event handled.
 	Revision int64 `json:"revision"`
@@ -84,10 +65,9 @@ type Cursor struct {
 	Cluster uint64 `json:"cluster,omitempty"`
 }
 
-// compare orders cursors as cmp.Compare does: a negative number when a is
-// before b, 0 when they are equal, a positive number when a is after b. A
-// whole revision (Index 0) comes after every partial position in it. The
-// cluster IDs are not compared: positions of two histories have no order.
+// compare orders cursors as cmp.Compare does; a whole revision (Index 0)
+// comes after every position in it. Cluster IDs are not compared: two
+// histories have no order.
 func compare(a, b Cursor) int {
 	if c := cmp.Compare(a.Revision, b.Revision); c != 0 {
 		return c
@@ -113,8 +93,8 @@ func (c Cursor) String() string {
 	return s
 }
 
-// watchFrom returns the revision a watch resuming after c starts at, and
-// how many events of that revision it must skip.
+// watchFrom returns the revision to watch from and how many of its events
+// to skip.
 func (c Cursor) watchFrom() (rev int64, skip int) {
 	if c.Index == 0 {
 		return c.Revision + 1, 0
@@ -122,9 +102,8 @@ func (c Cursor) watchFrom() (rev int64, skip int) {
 	return c.Revision, c.Index
 }
 
-// extract is the [cursor.Extractor] for [Event]: an event's cursor is its
-// Cursor field, and a progress notification is [cursor.ProgressOnly], so
-// that the stream commits it without handing it to the handler.
+// extract is the [cursor.Extractor] for [Event]; a progress notification
+// is [cursor.ProgressOnly].
 func extract(ev Event) (Cursor, error) {
 	if ev.progress {
 		return ev.Cursor, cursor.ProgressOnly
@@ -139,9 +118,8 @@ func (c Cursor) validate() error {
 	return nil
 }
 
-// Now returns the cursor of the current revision of the etcd behind kv, with
-// its cluster ID: a stream resuming after it delivers only the changes made
-// from now on.
+// Now returns the cursor of the current revision of the etcd behind kv,
+// with its cluster ID: resuming after it delivers only later changes.
 func Now(ctx context.Context, kv clientv3.KV) (Cursor, error) {
 	resp, err := kv.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {

@@ -24,22 +24,16 @@ import (
 
 // Group runs named streams across processes, each stream in at most one
 // process at a time. Every process makes a Group with its own member name
-// and calls [Group.Run] with the streams it offers to run; the members
-// agree through etcd on who runs what, and each runs its share.
-//
-// Under its key prefix (default "/resumable/") a Group keeps:
+// and calls [Group.Run] with the streams it offers; rendezvous hashing over
+// the members offering a stream picks its owner, so a member joining or
+// leaving moves only its share. Under its key prefix a Group keeps:
 //
 //	members/MEMBER  the streams MEMBER offers; attached to its lease
 //	owners/STREAM   STREAM's owner, attached to the owner's lease
 //	cursors/STREAM  STREAM's cursor, for the stores of NewOwnerStore
 //
-// A member takes a free stream with a transaction that creates its owner
-// key only if it does not exist; the key's create revision fences the
-// owner's writes. Which member takes a free stream is decided by rendezvous
-// hashing over the members that offer it, so streams spread evenly and a
-// member joining or leaving moves only its share. See docs/etcd.md.
-//
 // A Group is safe for concurrent use, but runs one [Group.Run] at a time.
+// See docs/etcd.md in the repository.
 type Group struct {
 	client  *clientv3.Client
 	member  string
@@ -59,59 +53,50 @@ type groupOption func(*Group)
 func (f groupOption) applyGroup(g *Group) { f(g) }
 
 // WithTTL sets the TTL of the member's lease, rounded up to whole seconds
-// (etcd raises a TTL below its minimum, about 2 s with default election
-// settings). It bounds how long a stream whose owner died waits for a
-// successor, and how long a paused owner may still handle events before it
-// must stop. Default 10 s. Below one second NewGroup fails.
+// (etcd raises it to its minimum, about 2 s). It bounds how long a dead
+// owner's streams wait for a successor, and how long a paused owner may
+// still handle events. Default 10 s. Below one second NewGroup fails.
 func WithTTL(d time.Duration) GroupOption { return groupOption(func(g *Group) { g.ttl = d }) }
 
 // WithKeyPrefix sets the prefix of the Group's keys (default
-// "/resumable/"). Every member of a group must use the same one. An
-// empty prefix makes NewGroup fail.
+// "/resumable/"), the same for every member. Empty makes NewGroup fail.
 func WithKeyPrefix(p string) GroupOption { return groupOption(func(g *Group) { g.prefix = p }) }
 
-// WithLogger sets the logger: ownership changes at Info (a loss with its
-// reason), failures at Warn. Nil means zap.NewNop(), which is also the
-// default.
+// WithLogger sets the logger: ownership changes at Info, failures at Warn.
+// Nil means zap.NewNop(), the default.
 func WithLogger(l *zap.Logger) GroupOption {
 	return groupOption(func(g *Group) { g.log = cmp.Or(l, g.log) })
 }
 
-// WithGroupBackoff sets the delays between attempts after a failure: a
-// lease that could not be granted or was lost, an etcd request that failed,
-// a stream's run that returned. Nil means the default: exponential from
+// WithGroupBackoff sets the delays after a failed lease or etcd request,
+// or a stream's run that returned. Nil means the default: exponential from
 // 200 ms to 5 s, never giving up.
 func WithGroupBackoff(p backoff.Policy) GroupOption {
 	return groupOption(func(g *Group) { g.policy = cmp.Or(p, g.policy) })
 }
 
 // WithOwnerHook adds f to the functions called at each change of this
-// member's ownership of a stream. They are called one at a time, from the
-// Group's own goroutine and outside its locks, in the order of the changes:
-// f must return quickly. Nil is ignored.
+// member's ownership of a stream, one at a time, in order, outside the
+// Group's locks: f must return quickly. Nil is ignored.
 func WithOwnerHook(f func(OwnerEvent)) GroupOption {
 	return groupOption(func(g *Group) { g.hooks = append(g.hooks, f) })
 }
 
-// OwnerEvent is a change of a member's ownership of a stream, given to the
-// hooks of [WithOwnerHook]. An ownership starts (Owned) before its first
-// run and ends after its last run returned; the runs started again after a
-// failure belong to one ownership.
+// OwnerEvent is a change of a member's ownership of a stream, given to
+// [WithOwnerHook]'s hooks: it starts (Owned) before the first run and ends
+// after the last run returned, restarts included.
 type OwnerEvent struct {
 	Stream string // the stream's name
 	Member string // the member's name
 	Owned  bool   // true: the member owns the stream now; false: no longer
-	// Err is nil for an ownership that starts, or that ends in a handoff
-	// (the run returned after its final save and the member gave the stream
-	// up). For an ownership lost (the lease expired or was revoked, the
-	// owner key was deleted, a fenced Save was refused) it says why, and
-	// matches [ErrNotOwner].
+	// Err is nil for a start or a handoff. For an ownership lost (lease
+	// expired or revoked, owner key deleted, fenced Save refused) it says
+	// why, and matches [ErrNotOwner].
 	Err error
 }
 
-// NewGroup returns a Group whose member is named member, coordinating
-// through client. The name must be unique among the live members of the
-// group; use a stable one (a pod name, a host name) for readable keys. It
+// NewGroup returns a Group whose member is named member, unique among the
+// group's live members (a pod name, say), coordinating through client. It
 // returns an error matching [stream.ErrInvalidOption] for a nil client, a
 // bad name (see [Group.Run] for the rules) or a bad option.
 func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Group, error) {
@@ -138,15 +123,12 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	return g, nil
 }
 
-// validName checks a member or stream name: it becomes part of a key and of
-// a line in the member's key, so it must be non-empty, printable, without
-// white space and without "/".
+// validName: a name becomes part of a key and a line of the member key.
 func validName(what, name string) error {
 	bad := name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) })
 	return invalidIf(bad, "etcd: %s name %q: use printable characters other than white space and '/'", what, name)
 }
 
-// invalidIf returns invalid(format, a...) if bad, and nil if not.
 func invalidIf(bad bool, format string, a ...any) error {
 	if !bad {
 		return nil
@@ -154,39 +136,33 @@ func invalidIf(bad bool, format string, a ...any) error {
 	return invalid(format, a...)
 }
 
-// RunFunc runs one stream while its [Owner] owns it. It must return once
-// ctx ends — when the stream moves to another member, when the member's
-// lease is lost, when [Group.Run]'s context ends — after saving its cursor:
-// a [stream.Resumer] does both when its Run is given ctx. Its Store should
-// be fenced by the owner ([NewOwnerStore]) and its handler guarded
-// ([Guard]).
+// RunFunc runs one stream while o owns it. Once ctx ends (the stream
+// moves, the lease is lost, [Group.Run] ends) it must save its cursor and
+// return, as a [stream.Resumer]'s Run does. Fence its Store
+// ([NewOwnerStore]) and guard its handler ([Guard]).
 type RunFunc func(ctx context.Context, o *Owner) error
 
-// Run joins the group, offers the streams named, and runs each stream the
-// group gives this member by calling run in a goroutine of its own, until
-// ctx ends. Then it stops every run, waits for them to return (their final
-// saves), and revokes the member's lease, which hands every stream to its
-// successor at once; it returns an error matching ctx's.
+// Run joins the group, offers the streams named, and calls run in a
+// goroutine of its own for each stream this member gets, until ctx ends.
+// Then it stops every run, waits for their final saves, and revokes the
+// lease, which hands every stream to its successor at once; it returns an
+// error matching ctx's. No goroutine it starts outlives it.
 //
 // While it runs:
-//   - A stream that must move (another member joined and is picked for it)
-//     has its run's context cancelled; once run returned, this member
-//     deletes its owner key and the other one starts at once.
-//   - A run that returns on its own (an error, or nil) is logged and started
-//     again after a backoff step, for as long as this member owns the
-//     stream. An error matching [ErrNotOwner] means the stream was lost.
-//   - When the lease is lost or may have been (etcd said it is gone, or no
-//     renewal was answered before the TTL counted from the last one sent
-//     ran out: the process was paused or cut off for about two thirds of
-//     the TTL), every run's context is cancelled and, once they all
-//     returned, the member joins again with a new lease.
-//   - A failed etcd request is tried again after a backoff step; Run
-//     returns the failure once the backoff policy gives up.
+//   - A stream that must move to a member that joined has its run's
+//     context cancelled; once run returned, the owner key is deleted and
+//     the successor starts at once.
+//   - A run that returns on its own is started again after a backoff step,
+//     while this member owns the stream (not after [ErrNotOwner]).
+//   - When the lease is or may be lost (no renewal answered within the TTL
+//     counted from when it was sent), every run is stopped and the member
+//     joins again with a new lease.
+//   - A failed etcd request is retried; Run returns it once the backoff
+//     policy gives up.
 //
 // Stream names are unique, non-empty, printable, without white space and
-// without "/". Run returns an error matching [stream.ErrInvalidOption] for
-// bad names or a nil run, and an error at once if another Run of this Group
-// is in progress. No goroutine it starts outlives it.
+// without "/": else Run returns an error matching [stream.ErrInvalidOption],
+// as for a nil run. It fails at once while another Run of this Group runs.
 func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	err, offered := invalidIf(run == nil, "etcd: Group.Run: run is nil"), make(map[string]bool, len(streams))
 	for _, s := range streams {
@@ -211,7 +187,6 @@ func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
 	}
 }
 
-// emit logs an ownership change and calls the owner hooks.
 func (g *Group) emit(e OwnerEvent) {
 	g.log.Info("ownership", zap.String("stream", e.Stream), zap.Bool("owned", e.Owned), zap.Error(e.Err))
 	for _, f := range g.hooks {
@@ -219,7 +194,6 @@ func (g *Group) emit(e OwnerEvent) {
 	}
 }
 
-// notOwner returns the error of an ownership of stream that ended for why.
 func notOwner(stream string, why error) error {
 	return fmt.Errorf("%w: stream %q: %w", ErrNotOwner, stream, why)
 }
@@ -231,7 +205,6 @@ func backOff(ctx context.Context, seq backoff.Sequence) bool {
 	return ok && sleep(ctx, d)
 }
 
-// sleep waits d, or until ctx ends; it reports false when ctx ended.
 func sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-time.After(d):
@@ -258,27 +231,22 @@ type Owner struct {
 func (o *Owner) Stream() string { return o.stream }
 
 // Fence returns the condition that this ownership still holds: the owner
-// key still exists, with the create revision it was taken at. The key is
-// attached to the member's lease, so the condition fails as soon as the
-// lease expired or the member handed the stream off. [NewOwnerStore] puts it
-// in every Save; put it in every other transaction written on the stream's
-// behalf, so that those writes are fenced too.
+// key exists with the create revision it was taken at. It fails as soon as
+// the lease expired or the stream was handed off. [NewOwnerStore] puts it
+// in every Save; put it in every other transaction written for the stream.
 func (o *Owner) Fence() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(o.m.prefix+"owners/"+o.stream), "=", o.rev)
 }
 
 // Guard returns handle preceded by a check of the member's lease: an event
 // is handed to handle only while the lease cannot have expired by the
-// process's own clock (the member renews it every third of its TTL and
-// counts it lost once a renewal went unanswered until the TTL, counted
-// from the last renewal sent, ran out), so a member paused past its lease
-// handles nothing more once it resumes (except the events whose check had
-// passed before the pause: one per stream, or up to n under
-// stream.WithConcurrency(n)). Once the lease may have expired, or the run
-// Guard was called in returned (a run started again after a failure
-// guards its own handler), the returned function fails with an error
-// matching [ErrNotOwner], marked [errclass.Permanent]. It is safe for
-// concurrent use, and the check allocates nothing.
+// process's own clock (the last renewal's send time plus the TTL). A
+// member paused past its lease handles nothing more once it resumes,
+// except events whose check had passed before the pause (one per stream,
+// up to n under stream.WithConcurrency(n)). Once the lease may have
+// expired, or the run Guard was called in returned, it fails with a
+// permanent error matching [ErrNotOwner]. It is safe for concurrent use and
+// allocates nothing.
 func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) func(ctx context.Context, event T) error {
 	run := o.runs.Load() // the run this guard is made in
 	return func(ctx context.Context, event T) error {
@@ -292,14 +260,8 @@ func Guard[T any](o *Owner, handle func(ctx context.Context, event T) error) fun
 	}
 }
 
-// The rest of this file is the machinery behind Run: a member (one
-// membership under one lease) reconciles, stream by stream, who should own
-// each stream with who does; a session keeps its lease and the deadline
-// Guard checks. docs/etcd.md tells the design.
-
 // member is one membership of a Group, under one lease: its view of the
-// group (the member and owner keys, read once and then watched), the
-// streams to reconsider, and the streams it runs. Only its own loop uses it.
+// member and owner keys, and its runs. Only its own loop uses it.
 type member struct {
 	*Group
 	s       *session
@@ -312,11 +274,9 @@ type member struct {
 	ended   chan *Owner                 // the ownerships whose runs returned
 }
 
-// join runs the member's share of the streams under a new lease until ctx
-// ends or the lease is lost (a lease that lived resets seq), then stops
-// every run, waits for them, revokes the lease, and reports the ends of
-// the ownerships (after the revocation: the successors may start). Once
-// seq gives up on a failed etcd request, join returns the request's error.
+// join runs the member's share under a new lease until ctx ends or the
+// lease is lost, then stops every run, waits for them, revokes the lease,
+// and only then reports the ownerships' ends (successors may start).
 func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
 	sctx, cancel := context.WithCancel(ctx) // ends with ctx or with the lease
 	defer cancel()
@@ -342,14 +302,10 @@ func (m *member) join(ctx context.Context, seq backoff.Sequence) (err error) {
 	return err
 }
 
-// serve registers the member, reads and watches the member and owner keys,
-// and reconciles, one at a time, the streams each change concerns, until
-// ctx ends (join ends it when the lease is lost). Watch events and runs
-// that returned are taken between two streams, so that a long pass (a
-// member taking thousands of streams) acts on what it learns meanwhile.
-// After a failed request (or watch) it waits a step of seq, then tries the
-// same stream again (or reads everything again); once seq gives up, it
-// returns the failure.
+// serve reads and watches the member and owner keys and reconciles the
+// streams concerned one at a time, until ctx ends. Watch events and ended
+// runs are taken between two streams, so a long pass acts on what it learns
+// meanwhile. A failed request is retried after a step of seq.
 func (m *member) serve(ctx context.Context, seq backoff.Sequence) (err error) {
 	var watch clientv3.WatchChan // nil until the keys are read, and once it failed
 	for {
@@ -387,13 +343,12 @@ func (m *member) serve(ctx context.Context, seq backoff.Sequence) (err error) {
 	}
 }
 
-// ready is always ready to receive from.
 var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// load puts the member key, reads the member and owner keys (side by side:
-// "members/" < "owners/"), queues every stream, and watches the keys from
-// the next revision. The read follows the put by a round trip, so members
-// started together see each other before they take streams.
+// load registers the member, then reads the member and owner keys (side
+// by side: "members/" < "owners/") and watches them from the next revision.
+// Reading after the put lets members started together see each other
+// before they take streams.
 func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 	from, to := m.prefix+"members/", clientv3.GetPrefixRangeEnd(m.prefix+"owners/")
 	if _, err := m.client.Put(ctx, from+m.member, strings.Join(m.streams, "\n"), clientv3.WithLease(m.s.id)); err != nil {
@@ -412,8 +367,7 @@ func (m *member) load(ctx context.Context) (clientv3.WatchChan, error) {
 }
 
 // apply records a change of a member or owner key (a deletion has
-// CreateRevision 0; an owner key's change older than the one recorded is
-// ignored), and queues the streams it concerns.
+// CreateRevision 0) and queues the streams it concerns.
 func (m *member) apply(kv *mvccpb.KeyValue) {
 	key := strings.TrimPrefix(string(kv.Key), m.prefix)
 	if name, ok := strings.CutPrefix(key, "members/"); ok {
@@ -431,8 +385,7 @@ func (m *member) apply(kv *mvccpb.KeyValue) {
 	m.todo = append(m.todo, stream)
 }
 
-// picked reports whether rendezvous hashing picks this member for stream
-// among the members offering it.
+// picked reports whether rendezvous hashing picks this member for stream.
 func (m *member) picked(stream string) bool {
 	offering := slices.DeleteFunc(slices.Collect(maps.Keys(m.members)), func(name string) bool { return !m.members[name][stream] })
 	p, _ := hrw.Pick(stream, offering)
@@ -440,15 +393,12 @@ func (m *member) picked(stream string) bool {
 }
 
 // reconcile compares who should own the stream at the head of the queue
-// with who does, and acts: it stops a run whose owner key is gone or that
-// another member is picked for; it runs the stream if its owner key has
-// this member's lease and this member is picked, and deletes that key if
-// not picked (after a handoff, or a Txn whose reply was lost); it takes the
-// stream if it is free and this member is picked. A take or a deletion is
-// one conditional Txn that also reads the key back, so the view learns the
-// outcome at once, success or not; the stream then stays at the head, to
-// be looked at again. Otherwise it leaves the queue. reconcile returns the
-// failed etcd request's error.
+// with who does, and acts: stop a run whose key is gone or that another
+// member is picked for; run a stream whose key has this lease if picked,
+// delete that key if not (keys are recognised by lease, so a lost reply
+// leaves no orphan); take a free stream if picked. A take or a delete is a
+// conditional Txn that reads the key back, and the stream stays at the
+// head to be looked at again.
 func (m *member) reconcile(ctx context.Context) error {
 	s := m.todo[0]
 	k, o, picked := m.owners[s], m.runs[s], m.picked(s)
@@ -491,12 +441,10 @@ func (m *member) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// end takes note of a run that returned and returns its owner event: a
-// handoff (Err nil) unless the run was stopped for a reason, returned an
-// error matching ErrNotOwner, or the lease may have expired. A run that
-// returned such an error lost its owner key: unless the view knows a later
-// state, end marks the key deleted, so that the stream is not run again on
-// the view's word.
+// end returns the owner event of a run that returned: a handoff unless it
+// was stopped for a reason, returned ErrNotOwner, or the lease may have
+// expired. After ErrNotOwner it marks the key deleted (unless the view
+// knows later), so the stream is not run again on the view's word.
 func (m *member) end(o *Owner) OwnerEvent {
 	delete(m.runs, o.stream)
 	if o.err == nil && errors.Is(o.result, ErrNotOwner) {
@@ -506,9 +454,9 @@ func (m *member) end(o *Owner) OwnerEvent {
 	return OwnerEvent{Stream: o.stream, Member: m.member, Err: cmp.Or(o.err, m.s.check(o.stream))}
 }
 
-// keepRunning runs o's stream, and again after a backoff step each time the
-// run returns on its own, until ctx ends or the run returns an error
-// matching ErrNotOwner. A guard made in a run fails once that run returned.
+// keepRunning runs o's stream, again after a backoff step each time it
+// returns, until ctx ends or ErrNotOwner. o.runs counts the returns: a
+// guard made in a run fails after it.
 func (m *member) keepRunning(ctx context.Context, o *Owner) error {
 	seq := m.policy.NewSequence()
 	for {
@@ -528,12 +476,11 @@ func (m *member) keepRunning(ctx context.Context, o *Owner) error {
 var errLost = errors.New("the member's lease expired, was revoked or is no longer kept alive")
 
 // session is one member's lease, renewed every third of its TTL, and a
-// local deadline before which the lease cannot have expired in etcd: the
-// time a renewal was sent plus the TTL granted (etcd counts the TTL from
-// when it received the request, later). Once the deadline has passed (the
-// process was paused, or etcd did not answer for two thirds of the TTL)
-// the lease counts as lost: the deadline never moves again, so a process
-// resumed after a long pause never trusts a reply that was waiting for it.
+// local deadline before which it cannot have expired in etcd: a renewal's
+// send time plus the TTL granted (etcd counts from its receipt, later).
+// Once the deadline passed the lease is lost for good: the deadline never
+// moves again, so a process resumed after a pause never trusts a reply
+// that waited for it.
 type session struct {
 	client   *clientv3.Client
 	id       clientv3.LeaseID
@@ -544,8 +491,8 @@ type session struct {
 	stop     context.CancelFunc // ends the renewals
 }
 
-// newSession grants a lease of ttl (etcd may raise it to its minimum) and
-// renews it until close, or until a renewal fails; then it calls ended.
+// newSession grants a lease of ttl and renews it until close or a failed
+// renewal; then it calls ended.
 func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration, ended func()) (*session, error) {
 	start := time.Now()
 	grant, err := client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
@@ -559,9 +506,8 @@ func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration,
 	return s, nil
 }
 
-// renew renews the lease every third of its TTL and moves the deadline,
-// until ctx ends, the lease is gone, or the deadline passed before a
-// renewal was answered; then it ends the session.
+// renew moves the deadline at each answered renewal, and ends the session
+// once one failed or came after the deadline.
 func (s *session) renew(ctx context.Context) {
 	defer close(s.done)
 	defer s.deadline.Store(0)
@@ -577,9 +523,8 @@ func (s *session) renew(ctx context.Context) {
 	}
 }
 
-// check returns nil while the lease cannot have expired, and an error
-// matching ErrNotOwner (marked Permanent) once it may have. It allocates
-// nothing while the lease is valid.
+// check returns nil while the lease cannot have expired, else a permanent
+// ErrNotOwner. It must not allocate while the lease is valid.
 func (s *session) check(stream string) error {
 	if int64(time.Since(s.start)) < s.deadline.Load() {
 		return nil
@@ -587,9 +532,8 @@ func (s *session) check(stream string) error {
 	return errclass.Permanent(notOwner(stream, errLost))
 }
 
-// close ends the renewals and revokes the lease, which deletes every key
-// attached to it: successors start at once. A lease already gone is not an
-// error.
+// close ends the renewals and revokes the lease, deleting its keys so
+// successors start at once. A lease already gone is not an error.
 func (s *session) close() error {
 	s.stop()
 	<-s.done

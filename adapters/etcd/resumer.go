@@ -8,26 +8,15 @@ import (
 )
 
 // NewResumer returns a [stream.Resumer] over the keys under prefix (every
-// key when prefix is empty), with its cursor in store:
-//   - The watch goes through client with etcd's progress notifications
-//     (their cursors are committed, never handled) and WithRequireLeader (a
-//     member that lost its leader cancels the watch; the reopen goes to one
-//     that has one). A revision partly handled is watched again from its
-//     start, and its handled events are skipped (see [Cursor]).
-//   - etcd's PermissionDenied, Unauthenticated and InvalidArgument fail the
-//     stream; other failures are retried (no leader, a timeout).
-//   - A cursor compacted away resyncs: the keys under prefix are read at the
-//     current revision, in pages of 1,000, and delivered between a
-//     ResyncStart and a ResyncEnd marker (see [Event]). So does a cursor of
-//     another history ([stream.ErrSourceChanged]: another cluster ID, or a
-//     revision below one already seen), checked at every Open with one
-//     linearizable read and again after 10 s of a silent watch; see
-//     docs/replaced-backend.md for what cannot be told apart.
-//   - A cursor that goes back stops the stream instead of repeating events.
-//
-// opts come after these, so a later WithClassifier or WithResync replaces
-// them. The client's Close ends the stream with an error marked
-// errclass.Permanent.
+// key when prefix is empty), with its cursor in store. The watch requires a
+// leader and commits etcd's progress notifications without handing them
+// over. PermissionDenied, Unauthenticated and InvalidArgument fail the
+// stream; other failures are retried. A cursor compacted away, or of
+// another history ([stream.ErrSourceChanged], checked at every Open and
+// after 10 s of silence), resyncs in pages of 1,000 keys between the
+// markers of [Event]. A cursor that goes back stops the stream. opts come
+// after these, so WithClassifier or WithResync replace them. Closing the
+// client ends the stream with a permanent error. See docs/etcd.md.
 func NewResumer(client *clientv3.Client, prefix string, store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event, Cursor], error) {
 	base := []stream.Option{
 		stream.WithClassifier(classifier()),

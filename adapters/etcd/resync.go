@@ -9,24 +9,13 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// defaultPageSize is the number of keys a resync reads per request when
-// resync is given no page size.
+// defaultPageSize is the keys a resync reads per request.
 const defaultPageSize = 1000
 
-// resync returns the [stream.ResyncFunc] that closes a gap after the cursor
-// of a watch of prefix expired: its revision was compacted, or the
-// cluster is not the history it came from ([stream.ErrSourceChanged]). It
-// reads the keys under prefix through kv at the current revision, pageSize
-// keys a request (1,000 when pageSize <= 0), every page at that same
-// revision, and streams them through emit as one ResyncStart marker, one
-// put event per key (in key order, with the key's own revisions), and one
-// ResyncEnd marker. The stream then continues after that revision. Every
-// event's Cursor is the revision read, in the cluster read.
-//
-// Keys deleted in the gap are not replayed: the markers say when to drop
-// what the replay lacked. Nothing is held beyond one page. A failed read
-// (including that revision being compacted while the pages are read) is
-// returned as it is, and retried by a stream: the replay then starts over.
+// resync returns the [stream.ResyncFunc] of a watch of prefix: every page
+// of pageSize keys (defaultPageSize when <= 0) is read at the same, current
+// revision, which every event's Cursor carries. A failed read is retried by
+// the stream, and the replay starts over. docs/etcd.md has the rest.
 func resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event, Cursor] {
 	if pageSize <= 0 {
 		pageSize = defaultPageSize

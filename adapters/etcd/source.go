@@ -15,29 +15,23 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// source is the [stream.Source] that newSource returns.
 type source struct {
 	w      clientv3.Watcher
 	kv     clientv3.KV // w when it is also a KV (a *clientv3.Client is); nil otherwise
 	prefix string
 }
 
-// newSource returns the Source of NewResumer: a watch of the keys under
-// prefix through w. When w is also a clientv3.KV (a *clientv3.Client is),
-// Open checks the cluster with one linearizable read of the key named by
-// the prefix (count only) before it watches, and a watch that delivered
-// nothing for probeEvery checks again: etcd's client silently re-opens a
-// broken watch on whatever answers at the endpoint, and a cluster behind
-// the watch's revision sends it nothing. With a bare Watcher only the
-// cluster ID in the watch's responses is checked.
+// newSource returns the Source of NewResumer. When w is also a KV, Open
+// checks the cluster with a linearizable read, and again after probeEvery
+// of silence: etcd's client silently reopens a broken watch on whatever
+// answers, and a cluster behind the watch's revision sends it nothing.
+// With a bare Watcher only the responses' cluster ID is checked.
 func newSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
 	kv, _ := w.(clientv3.KV)
 	return &source{w: w, kv: kv, prefix: prefix}
 }
 
-// Open starts a watch of the events strictly after cursor after, once the
-// cluster shows the history after came from (see newSource). The watch
-// lives until the connection is closed or ctx ends.
+// Open watches the events after after, once the cluster shows its history.
 func (s *source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
 		return nil, errclass.Permanent(invalid("%w", err))
@@ -67,12 +61,10 @@ func (s *source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 	return c, nil
 }
 
-// RecvRespectsContext tells a [stream.Resumer] that Recv returns as soon as
-// its ctx ends (the optional method documented on [stream.Source]).
+// RecvRespectsContext: Recv returns as soon as its ctx ends.
 func (s *source) RecvRespectsContext() bool { return true }
 
-// clientErr returns a permanent error when the watcher is a client that was
-// closed: its watches would all end at once, forever.
+// clientErr is permanent once the client was closed: every watch would end.
 func (s *source) clientErr() error {
 	if c, ok := s.w.(interface{ Ctx() context.Context }); ok && c.Ctx().Err() != nil {
 		return errclass.Permanent(errClientClosed)
@@ -84,8 +76,8 @@ func (s *source) clientErr() error {
 // checked again; probeTimeout bounds one check.
 var probeEvery, probeTimeout = 10 * time.Second, 5 * time.Second
 
-// conn is one watch. Its state is touched by Recv only; Close only cancels
-// the watch's context and a check in flight.
+// conn is one watch. Only Recv touches its state; Close only cancels the
+// watch and a check in flight, under mu.
 type conn struct {
 	src    *source
 	ch     clientv3.WatchChan
@@ -163,9 +155,8 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 	}
 }
 
-// receive returns the next response of the watch, once its header shows
-// the cluster the cursor came from. While the watch stays silent it checks
-// the cluster every probeEvery.
+// receive returns the next response once its header was checked, probing
+// the cluster every probeEvery of silence.
 func (c *conn) receive(ctx context.Context) (clientv3.WatchResponse, error) {
 	for {
 		var probe <-chan time.Time
@@ -192,8 +183,6 @@ func (c *conn) receive(ctx context.Context) (clientv3.WatchResponse, error) {
 	}
 }
 
-// closedErr describes the end of a watch channel that closed without an
-// error.
 func (c *conn) closedErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -238,9 +227,8 @@ func (c *conn) sameCluster(id uint64) error {
 		c.src.prefix, c.last, c.cluster, id, stream.ErrSourceChanged)
 }
 
-// verify reads the cluster's ID and current revision with a linearizable
-// read, which no member's lag can make lower than a revision already
-// reported, and fails when they show another history than the watch's.
+// verify fails when a linearizable read (which no member's lag can make
+// report less) shows another history than the watch's.
 func (c *conn) verify(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -275,7 +263,6 @@ func (c *conn) verify(ctx context.Context) error {
 	return nil
 }
 
-// fail describes the error that ended the watch.
 func (c *conn) fail(resp clientv3.WatchResponse, err error) error {
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return errclass.CursorExpired(fmt.Errorf("etcd: watch of %q from revision %d: %w (history before revision %d is gone)",
@@ -297,6 +284,5 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// errWatchClosed is the failure of a watch whose channel closed without an
-// error: the client's watcher gave up on its stream. It is retried.
+// errWatchClosed: the client's watcher gave up on its stream; retried.
 var errWatchClosed = errors.New("the watch channel closed without an error")

@@ -17,7 +17,6 @@ import (
 	"github.com/resumable-go/resumable/stream"
 )
 
-// kvStore is the cursor.Store of NewStore.
 type kvStore[C any] struct {
 	kv      clientv3.KV
 	key     string
@@ -34,9 +33,8 @@ type kvStore[C any] struct {
 	seen    int64      // the highest revision a reply reported
 }
 
-// maxPending bounds the failed writes a Store remembers (the most recent
-// ones): a run of more failed Saves, the oldest of them applied, looks like
-// another writer's.
+// maxPending bounds the failed writes remembered: beyond it, an applied
+// one looks like another writer's.
 const maxPending = 32
 
 var _ cursor.Store[int] = (*kvStore[int])(nil)
@@ -56,20 +54,16 @@ type storeOptionFunc func(*storeConfig)
 
 func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
 
-// WithFence makes every Save conditional on cmps, in the same transaction as
-// the write: a Save whose condition fails writes nothing and returns an
-// error matching [ErrNotOwner]. [Owner.Fence] is the condition that the
-// process still owns its stream.
+// WithFence makes every Save conditional on cmps, in the write's
+// transaction: a Save whose condition fails writes nothing and returns an
+// error matching [ErrNotOwner]. See [Owner.Fence].
 func WithFence(cmps ...clientv3.Cmp) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) { c.fence = append(c.fence, cmps...) })
 }
 
-// WithTimeout bounds each Load and Save by d, on top of its context. The
-// etcd client waits for a connection as long as the context allows, so
-// without a timeout a Save during a network partition waits for the
-// partition to heal; with one it fails, and a stream retries it (and
-// reopens after its committed cursor). Default: no timeout. A negative d
-// makes NewStore fail.
+// WithTimeout bounds each Load and Save by d, on top of its context: the
+// etcd client otherwise waits out a network partition. Default: no
+// timeout. A negative d makes NewStore fail.
 func WithTimeout(d time.Duration) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
 		if d < 0 {
@@ -81,28 +75,16 @@ func WithTimeout(d time.Duration) StoreOption {
 }
 
 // NewStore returns a [cursor.Store] that keeps one stream's cursor at key
-// through kv (a *clientv3.Client, or its KV), encoded by codec; Load
-// returns initial while the key does not exist. [NewOwnerStore] makes one
-// for a stream run by a [Group]. The Store is safe for concurrent use.
+// through kv, encoded by codec; Load returns initial while the key does not
+// exist. It is safe for concurrent use.
 //
-// Save is a compare-and-set: a transaction that writes the key only if it
-// has not been written since the Store read it (Load) or wrote it (Save),
-// and only if every fence condition ([WithFence]) holds. A Save whose fence
-// failed returns an error matching [ErrNotOwner]; one that found the key
-// changed returns an error matching [ErrCursorChanged]. Both are marked
-// [errclass.Permanent], and both leave the key as it was. A Save that fails
-// any other way (etcd unreachable, no leader) is retried by a stream, and
-// also leaves the key as it was or writes it whole: a transaction is all or
-// nothing.
-//
-// The Store remembers the cluster ID and the highest revision that etcd's
-// replies reported to it. A Load or Save whose reply shows another cluster
-// ID, or a lower revision (the data was wiped, or restored from an older
-// snapshot), fails with an error matching [stream.ErrSourceChanged], marked
-// [errclass.Permanent]: what the Store read or wrote belongs to another
-// history, so neither its compare-and-set nor its fence means anything
-// there. A Save may already have written its cursor when its reply shows
-// it. A new Store learns the cluster afresh.
+// Save is a compare-and-set: it writes only if the key was not written
+// since the Store read or wrote it ([ErrCursorChanged] otherwise), and only
+// if every [WithFence] condition holds ([ErrNotOwner] otherwise); both are
+// [errclass.Permanent] and leave the key as it was. A Save that fails
+// otherwise is retried by a stream. A reply from another cluster, or with
+// a lower revision than seen before, fails with [stream.ErrSourceChanged],
+// permanent (a Save may have written by then).
 //
 // NewStore returns an error matching [stream.ErrInvalidOption] for a nil kv
 // or codec, an empty key or a bad option.
@@ -127,7 +109,6 @@ func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial 
 	return &kvStore[C]{kv: kv, key: key, codec: codec, initial: initial, fence: cfg.fence, timeout: cfg.timeout}, nil
 }
 
-// bound applies the Store's timeout to ctx.
 func (s *kvStore[C]) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
 		return ctx, func() {}
@@ -135,11 +116,9 @@ func (s *kvStore[C]) bound(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// Load reads the cursor: the initial one when the key does not exist. A value
-// the codec cannot decode gives an error matching [cursor.ErrCorrupt],
-// marked [errclass.Permanent]: an operator has to repair the key, or delete
-// it to start over from the initial cursor. The read is linearizable: it
-// sees every Save that returned before it started.
+// Load reads the cursor with a linearizable read. A value the codec cannot
+// decode gives a permanent error matching [cursor.ErrCorrupt]: repair the
+// key, or delete it to start over.
 func (s *kvStore[C]) Load(ctx context.Context) (C, error) {
 	var zero C
 	ctx, cancel := s.bound(ctx)
@@ -169,14 +148,10 @@ func (s *kvStore[C]) Load(ctx context.Context) (C, error) {
 	return c, nil
 }
 
-// Save writes c, fenced and compared as the type's documentation says. A
-// Save before any Load only checks the fence.
-//
-// A Save that failed (its context ended, the connection dropped) may still
-// have been applied by etcd. The next Save that finds the key changed
-// therefore looks at what it holds: if it is what one of the Saves that
-// failed since tried to write (the last 32 of them), that write was this
-// Store's own, and the Save goes on from it.
+// Save writes c, fenced and compared (see NewStore); before any Load it
+// only checks the fence. A failed Save may have been applied: a later Save
+// that finds the key holding what one of the last maxPending failed Saves
+// tried to write takes it as its own and goes on.
 func (s *kvStore[C]) Save(ctx context.Context, c C) error {
 	data, err := s.codec.Encode(c)
 	if err != nil {
@@ -195,7 +170,6 @@ func (s *kvStore[C]) Save(ctx context.Context, c C) error {
 	}
 }
 
-// wrote reports whether data is what a Save that failed tried to write.
 func (s *kvStore[C]) wrote(data []byte) bool {
 	for _, p := range s.pending {
 		if bytes.Equal(p, data) {
@@ -205,7 +179,6 @@ func (s *kvStore[C]) wrote(data []byte) bool {
 	return false
 }
 
-// remember records data as a write etcd may have applied.
 func (s *kvStore[C]) remember(data []byte) {
 	if s.wrote(data) {
 		return
@@ -216,9 +189,8 @@ func (s *kvStore[C]) remember(data []byte) {
 	s.pending = append(s.pending, data)
 }
 
-// observe checks a reply's header against the replies before it: in one
-// history a linearizable read or a write never reports a lower revision,
-// and the cluster ID never changes. It learns the cluster on the first.
+// observe checks a reply's header: in one history a linearizable read or a
+// write never reports a lower revision or another cluster ID.
 func (s *kvStore[C]) observe(h *etcdserverpb.ResponseHeader) error {
 	if h == nil {
 		return nil
@@ -238,8 +210,7 @@ func (s *kvStore[C]) observe(h *etcdserverpb.ResponseHeader) error {
 	return nil
 }
 
-// save tries one compare-and-set of data. When the key changed since this
-// Store last saw it, it returns the key as it is now with the error.
+// save tries one compare-and-set; on a changed key it returns the key now.
 func (s *kvStore[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, error) {
 	// The fence guards a compare-and-set of the key: a failed fence shows
 	// as the outer transaction failing, a changed key as the inner one.
@@ -274,11 +245,9 @@ func (s *kvStore[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, e
 	return nil, nil
 }
 
-// NewOwnerStore returns the [cursor.Store] of the stream o owns (see
-// [NewStore]): its cursor at the
-// group's prefix + "cursors/" + the stream's name, every Save fenced by
-// [Owner.Fence], so that once the stream has a new owner no Save of this
-// one lands.
+// NewOwnerStore returns the [cursor.Store] ([NewStore]) of the stream o
+// owns, at the group's prefix + "cursors/" + its name, every Save fenced by
+// [Owner.Fence]: once the stream has a new owner no Save of this one lands.
 func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (cursor.Store[C], error) {
 	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }
