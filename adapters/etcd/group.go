@@ -20,6 +20,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // Group runs named streams across processes, each stream in at most one
@@ -202,16 +203,7 @@ func notOwner(stream string, why error) error {
 // when ctx ended or seq gave up.
 func backOff(ctx context.Context, seq backoff.Sequence) bool {
 	d, ok := seq.Next()
-	return ok && sleep(ctx, d)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-time.After(d):
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return ok && wait.Sleep(ctx, d) == nil
 }
 
 // Owner is a member's ownership of one stream, handed to a [RunFunc]. Its
@@ -466,7 +458,7 @@ func (m *member) keepRunning(ctx context.Context, o *Owner) error {
 			return err
 		}
 		m.log.Warn("stream run returned; starting it again", zap.String("stream", o.stream), zap.Error(err))
-		if !backOff(ctx, seq) && !sleep(ctx, m.ttl) { // once seq gave up, every TTL
+		if !backOff(ctx, seq) && wait.Sleep(ctx, m.ttl) != nil { // once seq gave up, every TTL
 			return err
 		}
 	}
@@ -511,7 +503,7 @@ func newSession(ctx context.Context, client *clientv3.Client, ttl time.Duration,
 func (s *session) renew(ctx context.Context) {
 	defer close(s.done)
 	defer s.deadline.Store(0)
-	for sleep(ctx, s.ttl/3) {
+	for wait.Sleep(ctx, s.ttl/3) == nil {
 		sent, deadline := time.Since(s.start), time.Duration(s.deadline.Load())
 		rctx, cancel := context.WithDeadline(ctx, s.start.Add(deadline))
 		resp, err := s.client.KeepAliveOnce(rctx, s.id)
