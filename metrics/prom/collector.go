@@ -2,6 +2,7 @@ package prom
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // Collector is a prometheus.Collector of the metrics of the streams attached
@@ -58,12 +60,20 @@ func (t *totals) add(o totals) {
 	t.expired += o.expired
 }
 
+// namespaceRE is what a metric name prefix may be.
+var namespaceRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// delayBuckets are the bounds, in seconds, of the reconnect delay
+// histogram; the 0 bucket counts the reopens that waited nothing (after a
+// clean end).
+var delayBuckets = []float64{0, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
 // NewCollector returns a Collector whose metric names are namespace + "_" +
 // the name ("" means no prefix). A namespace that is not a valid metric name
 // prefix gives an error matching [stream.ErrInvalidOption].
 func NewCollector(namespace string) (*Collector, error) {
 	if namespace != "" && !namespaceRE.MatchString(namespace) {
-		return nil, &invalidError{msg: fmt.Sprintf("prom: NewCollector(%q): not a valid metric name prefix", namespace)}
+		return nil, fmt.Errorf("prom: NewCollector(%q): not a valid metric name prefix: %w", namespace, stream.ErrInvalidOption)
 	}
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	desc := func(n, help string, labels ...string) *prometheus.Desc {
