@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
-	"github.com/resumable-go/resumable/internal/errwalk"
-	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // defaultWindowPerHandler sets the default window: this many events per
@@ -148,66 +145,4 @@ type HandlerEvent[C any] struct {
 	// Retry reports that the handler is called again with the event, and
 	// Parked that the dead letter is given it; neither: Run ends.
 	Retry, Parked bool
-}
-
-// handleEvent hands ev (at cursor c) to the handler, with the tries and
-// the dead letter the options allow. It returns nil when the event was
-// handled or parked, an error matching ErrStop when the handler asked to
-// stop, and otherwise the error that ends Run. With neither option it
-// returns the handler's error as it is.
-func (r *Resumer[T, C]) handleEvent(ctx context.Context, handle handler[T], ev T, c C) error {
-	err := handle(ctx, ev)
-	if err == nil {
-		return nil
-	}
-	return r.handlerFailed(ctx, handle, ev, c, err)
-}
-
-// handlerFailed decides, try after try, what follows a handler error:
-// retry in place, park, or end Run.
-func (r *Resumer[T, C]) handlerFailed(ctx context.Context, handle handler[T], ev T, c C, err error) error {
-	var steps backoff.Sequence
-	for try := 1; ; try++ {
-		if errwalk.Is(err, ErrStop) || ctx.Err() != nil {
-			return err
-		}
-		d := r.classify(err)
-		retry := d.Action == errclass.Retry && try < r.tries
-		var pause time.Duration
-		if retry {
-			if steps == nil {
-				steps = r.retryPolicy.NewSequence()
-			}
-			step, ok := steps.Next()
-			retry, pause = ok, max(step, r.capServer(d.After))
-		}
-		park := !retry && r.park != nil
-		if r.hooks.OnHandlerError != nil {
-			r.hooks.OnHandlerError(HandlerEvent[C]{Cursor: c, Try: try, Err: err, Decision: d, Retry: retry, Parked: park})
-		}
-		switch {
-		case !retry && !park:
-			if try == 1 {
-				return err // as without the options
-			}
-			return &HandlerError{Err: err, Tries: try}
-		case park:
-			if perr := r.park(ctx, ev, &HandlerError{Err: err, Tries: try}); perr != nil {
-				return fmt.Errorf("stream: parking the event at cursor %s after %d tries (%w): %w", text(c), try, err, perr)
-			}
-			r.mu.Lock()
-			r.stats.Parked++
-			r.mu.Unlock()
-			return nil
-		}
-		if serr := wait.Sleep(ctx, pause); serr != nil {
-			return serr
-		}
-		r.mu.Lock()
-		r.stats.HandlerRetries++
-		r.mu.Unlock()
-		if err = handle(ctx, ev); err == nil {
-			return nil
-		}
-	}
 }

@@ -104,6 +104,9 @@ type CommitEvent[C any] struct {
 	Cursor C
 	// Progress reports a progress-only event (not delivered to the handler).
 	Progress bool
+	// Resync reports the cursor a resync returned (OnResync follows); it
+	// may repeat the committed cursor.
+	Resync bool
 }
 
 // SaveEvent describes a Store.Save.

@@ -61,10 +61,12 @@ type verdict struct {
 type eventKind uint8
 
 const (
-	handled  eventKind = iota // handed to the handler, then committed
-	progress                  // committed without the handler
-	skipped                   // a repeat (WithSkipRepeats): neither
-	replayed                  // a resync's: handled, no cursor of its own
+	handled   eventKind = iota // handed to the handler, then committed
+	progress                   // committed without the handler
+	skipped                    // a repeat (WithSkipRepeats): neither
+	replayed                   // a resync's: handled, no cursor of its own
+	parked                     // handed to the dead letter, then committed
+	resyncEnd                  // the cursor a resync returned
 )
 
 // handler is Run's event handler.
@@ -72,8 +74,8 @@ type handler[T any] func(ctx context.Context, event T) error
 
 // begin resets what a run does not inherit from the previous one.
 func (r *Resumer[T, C]) begin() {
-	r.st.attempt, r.st.lastTry, r.st.lastStep = 0, time.Time{}, 0
-	r.st.resetSequences()
+	r.st.attempt, r.st.lastTry, r.st.largest = 0, time.Time{}, 0
+	r.st.resetSteps()
 	r.guard.reset()
 	r.mu.Lock()
 	r.stats.FinalSaveError = nil
@@ -94,10 +96,10 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 		defer r.guard.watch(ctx)()
 	}
 	if r.handlers > 1 {
-		p := r.startPool(ctx, handle)
-		defer p.stop()
-		r.pool.Store(p)
-		defer r.pool.Store(nil)
+		w := r.startWindow(ctx, handle)
+		defer w.stop()
+		r.win.Store(w)
+		defer r.win.Store(nil)
 	}
 	return r.loop(ctx, handle)
 }
@@ -110,10 +112,16 @@ func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 		if o.end == finalEnd {
 			return o
 		}
+		if ctx.Err() != nil { // shutdown is no failure: nothing to count or hook
+			return o.final(ctx.Err())
+		}
 		v := r.decide(o)
 		if v.resync {
 			if o = r.saveBehind(ctx, r.resyncAfter(ctx, handle, v.err)); o.end == finalEnd {
 				return o
+			}
+			if ctx.Err() != nil {
+				return o.final(ctx.Err())
 			}
 			v = r.decide(o)
 		}
@@ -158,6 +166,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 		}
 	}
 	after := r.cur()
+	r.st.saveFailed = false
 	conn, err := r.src.Open(ctx, after)
 	switch {
 	case err == nil && isNil(conn):
@@ -251,13 +260,14 @@ func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[
 			o = r.idleEnd(o, seen)
 		}
 	}()
-	if p := r.pool.Load(); p != nil {
-		return r.readPool(ctx, conn, p)
+	if w := r.win.Load(); w != nil {
+		return r.readWindow(ctx, conn, w)
 	}
 	return r.read(ctx, conn, handle)
 }
 
-// read is drain's loop with one handler: the per-event path.
+// read is drain's loop with one handler: each event's step runs inline.
+// It is the per-event path.
 func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T]) outcome {
 	o := outcome{opened: true}
 	for {
@@ -268,39 +278,40 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}
-		c, err := r.extract(ev) // cursorOf, spelled out on the per-event path
-		kind, moves := handled, true
-		if err != nil || r.order != nil {
-			if kind, moves, err = r.judge(c, err, r.cur()); err != nil {
-				return o.final(err)
-			}
+		c, kind, moves, err := r.take(ev, r.cur())
+		if err != nil {
+			return o.final(err)
 		}
-		stop := false
+		a := finished
 		switch kind {
 		case skipped:
 			r.skip()
 			continue
 		case handled:
-			if err := handle(ctx, ev); err != nil { // handleEvent, spelled out on the per-event path
-				if err = r.handlerFailed(ctx, handle, ev, c, err); err != nil {
-					if !errwalk.Is(err, ErrStop) {
-						return o.final(err)
-					}
-					stop = true
-				}
+			if kind, a, err = r.inline(ctx, handle, ev, c); a == fail {
+				return o.final(err)
 			}
 		}
 		err = r.commit(ctx, c, kind, moves)
 		o.commits++
 		switch {
-		case stop:
+		case a == stop:
 			r.debug("handler asked to stop", nil)
 			return o.final(nil)
 		case err != nil:
-			o.end, o.err = saveFailed, err
-			return o
+			return r.saveEnded(ctx, o, err)
 		}
 	}
+}
+
+// saveEnded is the outcome of a connection whose commit failed to save
+// with err: a failure to classify, or, when ctx ended, the end of Run.
+func (r *Resumer[T, C]) saveEnded(ctx context.Context, o outcome, err error) outcome {
+	if ctx.Err() != nil {
+		return o.final(ctx.Err())
+	}
+	o.end, o.err = saveFailed, err
+	return o
 }
 
 // connEnded is the outcome of a connection whose Recv returned err: only
@@ -311,17 +322,6 @@ func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) out
 		return o
 	}
 	return endOf(ctx, o, err)
-}
-
-// cursorOf extracts ev's cursor and says what to do with the event, given
-// the cursor before it (see judge).
-func (r *Resumer[T, C]) cursorOf(ev T, before C) (c C, kind eventKind, moves bool, err error) {
-	c, err = r.extract(ev)
-	if err == nil && r.order == nil {
-		return c, handled, true, nil
-	}
-	kind, moves, err = r.judge(c, err, before)
-	return c, kind, moves, err
 }
 
 // judge says what to do with an event whose cursor c the extractor returned
@@ -391,103 +391,98 @@ func (e *idleError) Error() string {
 
 func (e *idleError) Unwrap() []error { return []error{ErrIdleTimeout, e.err} }
 
-// decide turns an outcome that is not final into a verdict: a clean end
-// reopens, a failure is classified, a resync is followed by a backoff step.
+// decide turns an outcome that is not final into a verdict — return,
+// resync, or wait and reopen — and reports it. It is the one decision
+// after a try, with one backoff sequence: failures, resyncs and clean ends
+// that moved nothing take its steps; a connection that moved the stream,
+// and the first failure of a streak, start it over (so clean ends never
+// spend the failure budget).
 func (r *Resumer[T, C]) decide(o outcome) verdict {
-	switch o.end {
-	case cleanEnd:
-		return r.clean(o)
-	case resynced:
-		return r.backoff(o.err, errclass.Decision{Action: errclass.Expired})
+	if o.moved {
+		r.st.attempt = 0
 	}
-	return r.failure(o)
+	if o.moved || (r.st.attempt == 0 && (o.end == failed || o.end == saveFailed)) {
+		r.st.resetSteps()
+	}
+	d := errclass.Decision{Action: errclass.Expired} // after a resync
+	clean := o.end == cleanEnd
+	switch {
+	case clean: // it may carry the server's delay (SSE retry:) as RetryAfter(io.EOF, d)
+		d = errclass.Decision{Action: errclass.Retry, After: max(errclass.Markers().Classify(o.err).After, 0)}
+		r.st.attempt = 0
+	case o.end != resynced:
+		d = r.classify(o.err)
+		r.st.attempt++
+	}
+	if o.end != resynced {
+		r.report(o, d)
+	}
+	switch {
+	case clean && o.moved:
+		return r.schedule(o.err, d, 0, delayNone)
+	case clean && r.poll > 0:
+		return r.schedule(o.err, d, r.poll, delayPoll)
+	case clean:
+		return r.schedule(o.err, d, r.guardStep(), delayPoll)
+	case d.Action == errclass.Fail:
+		r.warn("stream failed", o.err)
+		return verdict{stop: true, err: o.err}
+	case d.Action == errclass.Expired && o.end != resynced:
+		return r.expired(o)
+	}
+	step, ok := r.st.next(r.policy)
+	if !ok {
+		err := fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, r.st.attempt, o.err)
+		r.warn("giving up", err)
+		return verdict{stop: true, err: err}
+	}
+	return r.schedule(o.err, d, step, delayBackoff)
 }
 
-// clean decides after a connection that ended without a failure: no
-// attempt is counted and the failure sequence starts over; a connection that
-// did not move the stream waits the poll interval, or an empty-end step.
-func (r *Resumer[T, C]) clean(o outcome) verdict {
-	// A clean end may carry the server's reconnection delay (SSE retry:),
-	// as errclass.RetryAfter(io.EOF, d): a floor for the next wait.
-	d := errclass.Decision{Action: errclass.Retry, After: max(errclass.Markers().Classify(o.err).After, 0)}
+// report counts the end of a try by its decision d and calls OnDisconnect.
+func (r *Resumer[T, C]) report(o outcome, d errclass.Decision) {
+	clean := o.end == cleanEnd
 	r.mu.Lock()
-	r.stats.CleanEnds++
+	switch {
+	case clean:
+		r.stats.CleanEnds++
+	case d.Action == errclass.Fail:
+		r.stats.Failed++
+	case d.Action == errclass.Expired:
+		r.stats.Expired++
+	default:
+		r.stats.Retried++
+	}
+	if !clean {
+		r.stats.LastError = o.err
+	}
 	r.mu.Unlock()
 	if r.hooks.OnDisconnect != nil {
-		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: true, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
+		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: clean, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
 	}
-	r.st.attempt = 0
-	if o.moved {
-		r.st.resetSequences()
-		return r.schedule(o.err, d, 0, delayNone)
-	}
-	if r.st.failures != nil { // the empty-end sequence goes on
-		r.st.failures.Reset()
-	}
-	if r.poll > 0 {
-		return r.schedule(o.err, d, r.poll, delayPoll)
-	}
-	return r.schedule(o.err, d, r.emptyEndStep(), delayPoll)
 }
 
-// emptyEndStep returns the wait after an empty clean end without a poll
-// interval: what is left of one step of the empty-end sequence since the
-// try started. A connection that lived longer than the step (a quiet stream
-// the server ended on schedule) waits nothing and starts the sequence over.
-// Once the policy has given up, its largest step (or emptyEndFallback) is
-// used: a clean end never ends the stream, and never spins.
-func (r *Resumer[T, C]) emptyEndStep() time.Duration {
-	if r.st.emptyEnds == nil {
-		r.st.emptyEnds = r.policy.NewSequence()
-	}
-	step, ok := r.st.emptyEnds.Next()
+// guardStep returns the wait after a clean end that moved nothing, without
+// a poll interval: what is left of one backoff step since the try started.
+// A connection that lived longer than the step (a quiet stream the server
+// ended on schedule) waits nothing and starts the sequence over. Once the
+// policy has given up, its largest step (or emptyEndFallback) is used: a
+// clean end never ends the stream, and never spins.
+func (r *Resumer[T, C]) guardStep() time.Duration {
+	step, ok := r.st.next(r.policy)
 	switch {
 	case ok: // a zero step (backoff.Constant(0)) is the policy's choice: no wait
-		r.st.lastStep = max(step, r.st.lastStep)
-	case r.st.lastStep > 0:
-		step = r.st.lastStep
+	case r.st.largest > 0:
+		step = r.st.largest
 	default:
 		step = emptyEndFallback
 	}
 	lived := time.Since(r.st.lastTry)
 	if lived >= step {
-		r.st.emptyEnds.Reset()
+		r.st.resetSteps()
 		return 0
 	}
 	return step - lived
-}
-
-// failure classifies a failure, counts it, and says what follows: return
-// it, resync, or wait a backoff step.
-func (r *Resumer[T, C]) failure(o outcome) verdict {
-	d := r.classify(o.err)
-	if o.moved { // the connection made progress: a new streak starts
-		r.st.resetSequences()
-		r.st.attempt = 0
-	}
-	r.st.attempt++
-	r.mu.Lock()
-	switch d.Action {
-	case errclass.Fail:
-		r.stats.Failed++
-	case errclass.Expired:
-		r.stats.Expired++
-	default:
-		r.stats.Retried++
-	}
-	r.stats.LastError = o.err
-	r.mu.Unlock()
-	if r.hooks.OnDisconnect != nil {
-		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
-	}
-	switch d.Action {
-	case errclass.Fail:
-		r.warn("stream failed", o.err)
-		return verdict{stop: true, err: o.err}
-	case errclass.Expired:
-		return r.expired(o)
-	}
-	return r.backoff(o.err, d)
 }
 
 // expired decides after a failure classified Expired: resync, or return the
@@ -507,21 +502,6 @@ func (r *Resumer[T, C]) expired(o outcome) verdict {
 		return verdict{stop: true, err: err}
 	}
 	return verdict{resync: true, err: err}
-}
-
-// backoff takes the next step of the failure sequence and schedules the
-// reopen, or gives up when the policy does.
-func (r *Resumer[T, C]) backoff(err error, d errclass.Decision) verdict {
-	if r.st.failures == nil {
-		r.st.failures = r.policy.NewSequence()
-	}
-	step, ok := r.st.failures.Next()
-	if !ok {
-		err = fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, r.st.attempt, err)
-		r.warn("giving up", err)
-		return verdict{stop: true, err: err}
-	}
-	return r.schedule(err, d, step, delayBackoff)
 }
 
 // schedule returns the verdict to reopen after the delay rule:
@@ -563,40 +543,39 @@ func (r *Resumer[T, C]) capServer(after time.Duration) time.Duration {
 }
 
 // resyncAfter calls the resync hook after cause showed the cursor cannot be
-// resumed, streams its replay to the handler, and commits the cursor it
+// resumed, streams its replay through the step, and commits the cursor it
 // returns. emit refuses once the hook returned.
 func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], cause error) outcome {
 	from := r.cur()
-	replay := &replay[T, C]{r: r, ctx: ctx, handle: handle}
-	after, err := r.resync(ctx, cause, replay.emit)
-	replay.over.Store(true)
-	herr := replay.finish()
+	rp := &replay[T, C]{r: r, ctx: ctx, handle: handle, w: r.win.Load()}
+	after, err := r.resync(ctx, cause, rp.emit)
+	rp.over.Store(true)
+	herr := rp.finish()
 	r.mu.Lock()
-	r.stats.Events += uint64(replay.n)
+	r.stats.Events += uint64(rp.n)
 	r.mu.Unlock()
 	switch {
+	case ctx.Err() != nil:
+		return outcome{end: finalEnd, err: ctx.Err()}
 	case errwalk.Is(herr, ErrStop):
 		return outcome{end: finalEnd} // no cursor to commit mid-replay
 	case herr != nil:
 		return outcome{end: finalEnd, err: herr}
-	case ctx.Err() != nil:
-		return outcome{end: finalEnd, err: ctx.Err()}
 	case errwalk.Is(err, ErrStop):
 		return outcome{end: finalEnd}
 	case err != nil:
 		// Expired again is no reason to resync twice in a row.
 		return outcome{end: failed, err: fmt.Errorf("stream: resync after expired cursor %s: %w", text(from), err), noResync: true}
 	}
-	r.st.unsaved++
-	r.mu.Lock()
-	r.stats.Cursor = after
-	r.stats.Resyncs++
-	r.mu.Unlock()
+	serr := r.commit(ctx, after, resyncEnd, true)
 	if r.hooks.OnResync != nil {
-		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: replay.n})
+		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: rp.n})
 	}
 	if ce := r.log.Check(zapcore.InfoLevel, "resynced after an expired cursor"); ce != nil {
-		ce.Write(zap.Any("from", from), zap.Any("to", after), zap.Int("replayed", replay.n), zap.Error(cause))
+		ce.Write(zap.Any("from", from), zap.Any("to", after), zap.Int("replayed", rp.n), zap.Error(cause))
+	}
+	if serr != nil {
+		return r.saveEnded(ctx, outcome{}, serr)
 	}
 	return outcome{end: resynced, err: cause}
 }
@@ -605,15 +584,16 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 // returned.
 var errEmitAfterResync = errors.New("stream: emit called after its ResyncFunc returned")
 
-// replay is one resync's emit: it hands each event to the handler (through
-// the handler pool under WithConcurrency) and remembers the first handler
+// replay is one resync's emit: it hands each event to the step (inline, or
+// through the window under WithConcurrency) and remembers the first handler
 // error, which ends Run.
 type replay[T, C any] struct {
 	r      *Resumer[T, C]
 	ctx    context.Context // the resync's; a replay lives only as long as the call
 	handle handler[T]
-	over   atomic.Bool // the ResyncFunc returned
-	n      int         // events handled
+	w      *window[T, C] // nil: one handler
+	over   atomic.Bool   // the ResyncFunc returned
+	n      int           // events handled
 	herr   error
 }
 
@@ -627,48 +607,61 @@ func (p *replay[T, C]) emit(ev T) error {
 	if err := p.ctx.Err(); err != nil {
 		return err
 	}
-	if pool := p.r.pool.Load(); pool != nil {
-		p.herr = p.r.replayPool(p.ctx, pool, ev)
+	if p.w != nil {
+		p.herr = p.r.replayed(p.ctx, p.w, ev)
 		return p.herr
 	}
-	if err := p.r.handleEvent(p.ctx, p.handle, ev, p.r.cur()); err != nil {
+	var zero C
+	_, a, err := p.r.inline(p.ctx, p.handle, ev, zero)
+	switch {
+	case a == stop:
+		p.herr = ErrStop
+	case a == fail:
 		p.herr = err
-		return err
-	}
-	p.n++
-	return nil
-}
-
-// finish waits for the replay's events still in the handler pool and
-// returns the first handler error.
-func (p *replay[T, C]) finish() error {
-	if pool := p.r.pool.Load(); pool != nil && p.herr == nil {
-		p.herr = p.r.settlePool(p.ctx, pool)
-	}
-	if pool := p.r.pool.Load(); pool != nil {
-		p.n = pool.replayed
-		pool.replayed = 0
+	default:
+		p.n++
 	}
 	return p.herr
 }
 
+// finish waits for the replay's events still in the window and returns the
+// first handler error.
+func (p *replay[T, C]) finish() error {
+	if p.w == nil {
+		return p.herr
+	}
+	if p.herr == nil {
+		p.herr = p.r.settleReplay(p.ctx, p.w)
+	}
+	p.n, p.w.replayed = p.w.replayed, 0
+	return p.herr
+}
+
 // commit records c as the committed cursor and saves the Store when the
-// checkpoint cadence says so, under one lock for the stats, and returns the
-// Store's error, if any. A cursor that does not move the stream (one known
-// to repeat the committed one) writes nothing.
+// checkpoint cadence says so, and returns the Store's error, if any. A
+// cursor that does not move the stream (one known to repeat the committed
+// one) writes nothing. A save that failed only because ctx ended is no
+// failure: it is neither counted nor hooked, and the final save follows.
 func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) (err error) {
 	if moved {
 		r.st.unsaved++
 	}
-	save := moved && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
+	save := moved && !r.st.saveFailed && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
 	if save {
 		err = r.store.Save(ctx, c)
+		save = err == nil || ctx.Err() == nil
 	}
 	r.mu.Lock()
 	r.stats.Cursor = c
-	if kind == progress {
+	switch kind {
+	case progress:
 		r.stats.Progress++
-	} else {
+	case resyncEnd:
+		r.stats.Resyncs++
+	case parked:
+		r.stats.Parked++
+		r.stats.Events++
+	default:
 		r.stats.Events++
 	}
 	if save {
@@ -676,10 +669,13 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 	}
 	r.mu.Unlock()
 	if r.hooks.OnCommit != nil {
-		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: kind == progress})
+		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: kind == progress, Resync: kind == resyncEnd})
 	}
-	if save {
+	switch {
+	case save:
 		return r.saved(c, err, false)
+	case err != nil: // ctx's end
+		return ctx.Err()
 	}
 	return nil
 }
@@ -712,6 +708,7 @@ func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
 		r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final})
 	}
 	if err != nil {
+		r.st.saveFailed = true
 		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(c), err)
 	}
 	r.st.unsaved = 0

@@ -180,14 +180,15 @@ var propMixes = []propMix{
 // each Open, a flaky store, and the bookkeeping the checks need. Everything
 // but the source's internals runs on the test goroutine.
 type propRig struct {
-	chk       *propCheck
-	mix       propMix
-	log       []int64
-	src       *streamtest.Source[int64]
-	store     *propStore
-	rng       *rand.Rand // for the resync hook
-	committed int64      // the committed cursor, as the hooks report it
-	resyncs   int
+	chk        *propCheck
+	mix        propMix
+	log        []int64
+	src        *streamtest.Source[int64]
+	store      *propStore
+	rng        *rand.Rand // for the resync hook
+	committed  int64      // the committed cursor, as the hooks report it
+	resyncFrom int64      // the committed cursor before the last resync
+	resyncs    int
 }
 
 func newPropRig(t *testing.T, seed uint64, mix propMix) *propRig {
@@ -222,16 +223,18 @@ func (g *propRig) source() stream.Source[propEvent, int64] {
 func (g *propRig) hooks() stream.Hooks[int64] {
 	return stream.Hooks[int64]{
 		OnCommit: func(e stream.CommitEvent[int64]) {
-			if e.Cursor <= g.committed {
+			switch {
+			case e.Resync:
+				g.resyncFrom = g.committed
+			case e.Cursor <= g.committed:
 				g.chk.fail("committed cursor %d after %d: it went back or repeated", e.Cursor, g.committed)
 			}
 			g.committed = e.Cursor
 		},
 		OnResync: func(e stream.ResyncEvent[int64]) {
-			if e.From != g.committed || e.To < e.From {
-				g.chk.fail("resync from %d to %d with %d committed: the cursor went back", e.From, e.To, g.committed)
+			if e.From != g.resyncFrom || e.To != g.committed || e.To < e.From {
+				g.chk.fail("resync from %d to %d with %d committed before and %d after: the cursor went back, or no OnCommit", e.From, e.To, g.resyncFrom, g.committed)
 			}
-			g.committed = e.To
 			g.resyncs++
 		},
 	}

@@ -56,9 +56,9 @@ type Resumer[T, C any] struct {
 	skipRepeats bool
 
 	running atomic.Bool
-	pool    atomic.Pointer[pool[T, C]] // the handler goroutines under WithConcurrency, while Run runs
-	st      loopState                  // owned by the running loop
-	guard   connGuard[T]               // shared with the context watcher and the idle watchdog
+	win     atomic.Pointer[window[T, C]] // the handler goroutines under WithConcurrency, while Run runs
+	st      loopState                    // owned by the running loop
+	guard   connGuard[T]                 // shared with the context watcher and the idle watchdog
 
 	mu    sync.Mutex // guards stats; the loop alone writes stats.Cursor
 	stats Stats[C]
@@ -68,23 +68,33 @@ type Resumer[T, C any] struct {
 // the goroutine running the loop touches it. The committed cursor lives in
 // stats.Cursor.
 type loopState struct {
-	loaded    bool             // the Store was loaded
-	unsaved   int              // commits since the last successful save: the Store lags when > 0
-	lastSave  time.Time        // read only with a checkpoint interval
-	attempt   int              // consecutive failures
-	lastTry   time.Time        // when the last try (limiter wait and Open) started
-	failures  backoff.Sequence // made at the first failure: an idle stream keeps none
-	emptyEnds backoff.Sequence // steps after clean ends that did not move the stream; made at the first
-	lastStep  time.Duration    // the empty-end sequence's largest step
+	loaded     bool             // the Store was loaded
+	unsaved    int              // commits since the last successful save: the Store lags when > 0
+	saveFailed bool             // a save failed on this connection: save no more until it ends
+	lastSave   time.Time        // read only with a checkpoint interval
+	attempt    int              // consecutive failures
+	lastTry    time.Time        // when the last try (limiter wait and Open) started
+	steps      backoff.Sequence // made at the first step: an idle stream keeps none
+	largest    time.Duration    // the sequence's largest step
 }
 
-// resetSequences starts both backoff sequences over, if they exist.
-func (st *loopState) resetSequences() {
-	if st.failures != nil {
-		st.failures.Reset()
+// next returns the next step of the backoff sequence, making it from p at
+// the first, and whether the policy gave one.
+func (st *loopState) next(p backoff.Policy) (time.Duration, bool) {
+	if st.steps == nil {
+		st.steps = p.NewSequence()
 	}
-	if st.emptyEnds != nil {
-		st.emptyEnds.Reset()
+	step, ok := st.steps.Next()
+	if ok {
+		st.largest = max(step, st.largest)
+	}
+	return step, ok
+}
+
+// resetSteps starts the backoff sequence over, if it exists.
+func (st *loopState) resetSteps() {
+	if st.steps != nil {
+		st.steps.Reset()
 	}
 }
 
@@ -299,8 +309,8 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	if p := r.pool.Load(); p != nil {
-		s.InFlight = int(p.published.Load())
+	if w := r.win.Load(); w != nil {
+		s.InFlight = int(w.inFlight.Load())
 	}
 	return s
 }
