@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
@@ -45,7 +47,9 @@ type line struct {
 // records each event's cursor as extract returns it. It cuts a last line torn
 // by a crash during a Park (whose event was not committed). Open fails on an
 // empty path, a nil extract, a T or C that does not round-trip through JSON
-// (a chan, a func), or a file it cannot read and append. Close the File when
+// (a chan, a func), a T with an unexported field that JSON would drop (the
+// error names it; a type that marshals itself is trusted), or a file it
+// cannot read and append. Close the File when
 // done.
 func Open[T, C any](path string, extract cursor.Extractor[T, C]) (*File[T, C], error) {
 	if path == "" {
@@ -57,6 +61,9 @@ func Open[T, C any](path string, extract cursor.Extractor[T, C]) (*File[T, C], e
 	var event T
 	if _, err := encode(event); err != nil {
 		return nil, fmt.Errorf("deadletter: Open %s: the event type %T: %w", path, event, err)
+	}
+	if field := lossy(reflect.TypeFor[T](), nil); field != "" {
+		return nil, fmt.Errorf("deadletter: Open %s: the event type %v: %s is unexported: JSON would park the event without it", path, reflect.TypeFor[T](), field)
 	}
 	var c C
 	if _, err := encode(c); err != nil {
@@ -120,6 +127,46 @@ func lastNewline(fh *os.File, size int64) (int64, error) {
 	}
 	return 0, nil
 }
+
+// lossy returns the first unexported struct field (as a path) that JSON
+// would silently drop from a value of type t, or "". A type that marshals
+// itself (json.Marshaler, encoding.TextMarshaler) is trusted; an interface
+// is judged by its value, at Park.
+func lossy(t reflect.Type, seen map[reflect.Type]bool) string {
+	if t.Implements(marshaler) || reflect.PointerTo(t).Implements(marshaler) ||
+		t.Implements(textMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) || seen[t] {
+		return ""
+	}
+	if seen == nil {
+		seen = map[reflect.Type]bool{}
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return lossy(t.Elem(), seen)
+	case reflect.Map:
+		return lossy(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Tag.Get("json") == "-" {
+				continue
+			}
+			if !f.IsExported() && !(f.Anonymous && f.Type.Kind() == reflect.Struct) {
+				return t.Name() + "." + f.Name
+			}
+			if sub := lossy(f.Type, seen); sub != "" {
+				return sub
+			}
+		}
+	}
+	return ""
+}
+
+var (
+	marshaler     = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
 
 // encode returns v's JSON encoding, checked to decode back into a V.
 func encode[V any](v V) (json.RawMessage, error) {

@@ -503,3 +503,54 @@ func TestCloseTwice(t *testing.T) {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
 }
+
+// An event type that JSON would park without some of its data is refused
+// at Open, naming the field; types that marshal themselves, embedded
+// structs' exported fields and fields tagged "-" are fine.
+func TestOpenRefusesLossyEvents(t *testing.T) {
+	type hidden struct{ secret int }
+	type nested struct {
+		ID    int
+		Inner struct{ note string }
+	}
+	type inner struct{ Name string }
+	type embeds struct {
+		inner
+		At   time.Time
+		skip int `json:"-"`
+	}
+	_ = []any{hidden{secret: 1}, nested{Inner: struct{ note string }{note: "n"}}, embeds{skip: 1}} // the fields exist to be refused
+	dir := t.TempDir()
+	tests := []struct {
+		name  string
+		open  func(path string) error
+		field string // "" when Open must succeed
+	}{
+		{name: "only unexported", field: "hidden.secret", open: func(p string) error {
+			_, err := deadletter.Open(p, func(hidden) (int, error) { return 0, nil })
+			return err
+		}},
+		{name: "nested unexported", field: ".note", open: func(p string) error {
+			_, err := deadletter.Open(p, func(nested) (int, error) { return 0, nil })
+			return err
+		}},
+		{name: "embedded, time, skipped", open: func(p string) error {
+			f, err := deadletter.Open(p, func(embeds) (int, error) { return 0, nil })
+			if err == nil {
+				err = f.Close()
+			}
+			return err
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.open(filepath.Join(dir, fmt.Sprintf("%d.jsonl", i)))
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("Open() = %v, want nil", err)
+			case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)):
+				t.Fatalf("Open() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}

@@ -71,8 +71,9 @@ func WithOrderKey[T any, K comparable](key func(T) K) Option {
 // decision) is not retried, [errclass.RetryAfter] is a floor for the next
 // wait, and any error fails after the last try: the event is then parked
 // ([WithDeadLetter]) or ends Run. Events after a retried one wait for it
-// (per key under [WithOrderKey]). [ErrStop] is never retried. attempts < 1
-// makes New fail; attempts = 1 retries nothing.
+// (per key under [WithOrderKey]). [ErrStop], ctx's end and a break out of
+// an All loop are never retried. attempts < 1, or a policy that
+// [WithBackoff] would refuse, makes New fail; attempts = 1 retries nothing.
 func WithHandlerRetry(attempts int, p backoff.Policy) Option {
 	return optionFunc(func(cfg *config) {
 		if attempts < 1 {

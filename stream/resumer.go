@@ -191,11 +191,8 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if r.policy == nil {
 		r.policy = backoff.Default()
 	}
-	if v, ok := r.policy.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			cfg.fail("WithBackoff: %w", err)
-		}
-	}
+	validate(&cfg, "WithBackoff", r.policy)
+	validate(&cfg, "WithHandlerRetry", r.retryPolicy)
 	if cfg.idle > 0 {
 		r.guard.wd = &watchdog{idle: cfg.idle, count: r.published}
 	}
@@ -222,6 +219,16 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		return nil, errors.Join(cfg.errs...)
 	}
 	return r, nil
+}
+
+// validate records an error when policy p has a method Validate() error
+// that reports one (an out-of-range backoff.Exponential).
+func validate(cfg *config, name string, p backoff.Policy) {
+	if v, ok := p.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			cfg.fail("%s: %w", name, err)
+		}
+	}
 }
 
 // typedOne returns a typed option's value as a V, or records an error

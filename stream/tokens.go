@@ -15,6 +15,10 @@ type TokenItem[T any] struct {
 	// Token is the cursor committed after Item: the token of Item's page,
 	// or, for the page's last item, the token of the next page.
 	Token string
+	// Empty marks the one value of an empty page that carries a new token:
+	// no Item, only the Token to move to. Its cursor is progress-only, so
+	// the handler never sees it.
+	Empty bool
 }
 
 // Tokens returns a [Source] over an API paged by opaque tokens, and its
@@ -31,7 +35,9 @@ type TokenItem[T any] struct {
 // page again and nothing is skipped (the items of it already handled are
 // delivered again: at least once).
 //
-// An empty next, or next equal to token, means there is no later page yet:
+// An empty page whose next differs from token moves the cursor to next
+// (progress-only: the handler sees nothing) and the next page is fetched at
+// once. An empty next, or next equal to token, means there is no later page yet:
 // the Resumer polls the same token again after the poll interval
 // ([WithPollInterval]). The items of such a page also carry its token, so
 // they are delivered again at every poll until the API gives a token past
@@ -45,11 +51,10 @@ type TokenItem[T any] struct {
 //	src, extract := stream.Tokens(fetch)
 //	r, err := stream.New(src, extract, store, stream.WithPollInterval(time.Minute))
 func Tokens[T any](fetch func(ctx context.Context, token string) (items []T, next string, err error)) (Source[TokenItem[T], string], cursor.Extractor[TokenItem[T], string]) {
-	extract := func(it TokenItem[T]) (string, error) { return it.Token, nil }
 	if fetch == nil {
-		return nil, extract
+		return nil, tokenCursor[T]
 	}
-	return tokens[T](fetch), extract
+	return tokens[T](fetch), tokenCursor[T]
 }
 
 type tokens[T any] func(ctx context.Context, token string) ([]T, string, error)
@@ -65,6 +70,16 @@ func (f tokens[T]) Open(ctx context.Context, after string) (Conn[TokenItem[T]], 
 	return &tokenPage[T]{items: items, token: after, next: next}, nil
 }
 
+// tokenCursor is the extractor of [Tokens]: an item's Token, and for the
+// marker of an empty page that carries a new token, that token as a
+// progress-only cursor.
+func tokenCursor[T any](it TokenItem[T]) (string, error) {
+	if it.Empty {
+		return it.Token, cursor.ProgressOnly
+	}
+	return it.Token, nil
+}
+
 // RecvRespectsContext tells the Resumer (see [Source]) that a page's Recv never
 // blocks.
 func (tokens[T]) RecvRespectsContext() bool { return true }
@@ -77,6 +92,10 @@ type tokenPage[T any] struct {
 }
 
 func (c *tokenPage[T]) Recv(context.Context) (TokenItem[T], error) {
+	if len(c.items) == 0 && c.next != c.token && c.i == 0 {
+		c.i++ // an empty page with a next token moves the cursor on
+		return TokenItem[T]{Token: c.next, Empty: true}, nil
+	}
 	if c.i >= len(c.items) {
 		return TokenItem[T]{}, io.EOF
 	}
