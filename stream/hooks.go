@@ -107,6 +107,11 @@ type CommitEvent[C any] struct {
 	// Resync reports the cursor a resync returned (OnResync follows); it
 	// may repeat the committed cursor.
 	Resync bool
+	// Parked reports an event handed to the dead letter ([WithDeadLetter]).
+	Parked bool
+	// InFlight is how many events are read but not committed after this
+	// commit (more than zero only under [WithConcurrency]).
+	InFlight int
 }
 
 // SaveEvent describes a Store.Save.

@@ -669,7 +669,11 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 	}
 	r.mu.Unlock()
 	if r.hooks.OnCommit != nil {
-		r.hooks.OnCommit(CommitEvent[C]{Cursor: c, Progress: kind == progress, Resync: kind == resyncEnd})
+		e := CommitEvent[C]{Cursor: c, Progress: kind == progress, Resync: kind == resyncEnd, Parked: kind == parked}
+		if w := r.win.Load(); w != nil {
+			e.InFlight = w.inflight()
+		}
+		r.hooks.OnCommit(e)
 	}
 	switch {
 	case save:

@@ -20,6 +20,7 @@ type Collector struct {
 	events, progress, opens, cleanEnds, failures *prometheus.Desc
 	resyncs, saves, saveErrors                   *prometheus.Desc
 	connected, streams, commitAge                *prometheus.Desc
+	handlerRetries, parked, inFlight             *prometheus.Desc
 	delays                                       *prometheus.HistogramVec
 	owned, handoffs, losses                      *prometheus.Desc
 
@@ -45,6 +46,7 @@ type totals struct {
 	events, progress, opens, cleanEnds uint64
 	resyncs, saves, saveErrors         uint64
 	retried, failed, expired           uint64
+	retries, parked                    uint64
 }
 
 func (t *totals) add(o totals) {
@@ -58,6 +60,8 @@ func (t *totals) add(o totals) {
 	t.retried += o.retried
 	t.failed += o.failed
 	t.expired += o.expired
+	t.retries += o.retries
+	t.parked += o.parked
 }
 
 // namespaceRE is what a metric name prefix may be.
@@ -80,16 +84,19 @@ func NewCollector(namespace string) (*Collector, error) {
 		return prometheus.NewDesc(name(n), help, append([]string{"name"}, labels...), nil)
 	}
 	return &Collector{
-		events:     desc("events_total", "Events handled and committed, a completed resync's replay included."),
-		progress:   desc("progress_events_total", "Progress-only events committed (bookmarks, heartbeats)."),
-		opens:      desc("opens_total", "Connections opened."),
-		cleanEnds:  desc("clean_ends_total", "Connections that ended without a failure (io.EOF from the server)."),
-		failures:   desc("failures_total", "Failures of Open, Recv or the Store, by the classifier's verdict.", "action"),
-		resyncs:    desc("resyncs_total", "Resyncs completed after an expired cursor."),
-		saves:      desc("saves_total", "Cursor Store saves that succeeded."),
-		saveErrors: desc("save_errors_total", "Cursor Store saves that failed."),
-		connected:  desc("connected", "Streams with an open connection."),
-		streams:    desc("streams", "Streams attached and not detached."),
+		events:         desc("events_total", "Events handled and committed, a completed resync's replay included."),
+		progress:       desc("progress_events_total", "Progress-only events committed (bookmarks, heartbeats)."),
+		opens:          desc("opens_total", "Connections opened."),
+		cleanEnds:      desc("clean_ends_total", "Connections that ended without a failure (io.EOF from the server)."),
+		failures:       desc("failures_total", "Failures of Open, Recv or the Store, by the classifier's verdict.", "action"),
+		resyncs:        desc("resyncs_total", "Resyncs completed after an expired cursor."),
+		saves:          desc("saves_total", "Cursor Store saves that succeeded."),
+		saveErrors:     desc("save_errors_total", "Cursor Store saves that failed."),
+		connected:      desc("connected", "Streams with an open connection."),
+		handlerRetries: desc("handler_retries_total", "Handler calls retried in place (WithHandlerRetry)."),
+		parked:         desc("parked_total", "Events handed to the dead letter and committed (WithDeadLetter)."),
+		inFlight:       desc("in_flight_events", "Events read but not yet committed, as of each stream's last commit (WithConcurrency)."),
+		streams:        desc("streams", "Streams attached and not detached."),
 		commitAge: desc("last_commit_age_seconds",
 			"Seconds since a cursor was last committed, as seen by scrapes: low by at most the time between two scrapes."),
 		delays: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -110,6 +117,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.events, c.progress, c.opens, c.cleanEnds, c.failures, c.resyncs,
 		c.saves, c.saveErrors, c.connected, c.streams, c.commitAge,
+		c.handlerRetries, c.parked, c.inFlight,
 		c.owned, c.handoffs, c.losses,
 	} {
 		ch <- d
@@ -122,6 +130,7 @@ type sample struct {
 	name string
 	totals
 	connected, streams int
+	inFlight           int64
 	age                time.Duration
 }
 
@@ -137,6 +146,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if m.state.Load() == connected {
 				s.connected++
 			}
+			s.inFlight += m.inFlight.Load()
 		}
 		if n := s.events + s.progress; n != g.seen {
 			g.seen, g.since = n, now
@@ -170,6 +180,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.connected, float64(s.connected), s.name)
 		gauge(c.streams, float64(s.streams), s.name)
 		gauge(c.commitAge, s.age.Seconds(), s.name)
+		counter(c.handlerRetries, s.retries, s.name)
+		counter(c.parked, s.parked, s.name)
+		gauge(c.inFlight, float64(s.inFlight), s.name)
 	}
 	c.delays.Collect(ch)
 }

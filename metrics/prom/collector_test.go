@@ -57,12 +57,21 @@ resumable_events_total{name="orders"} 2
 resumable_failures_total{action="expired",name="orders"} 0
 resumable_failures_total{action="fail",name="orders"} 0
 resumable_failures_total{action="retry",name="orders"} 1
+# HELP resumable_handler_retries_total Handler calls retried in place (WithHandlerRetry).
+# TYPE resumable_handler_retries_total counter
+resumable_handler_retries_total{name="orders"} 0
+# HELP resumable_in_flight_events Events read but not yet committed, as of each stream's last commit (WithConcurrency).
+# TYPE resumable_in_flight_events gauge
+resumable_in_flight_events{name="orders"} 0
 # HELP resumable_last_commit_age_seconds Seconds since a cursor was last committed, as seen by scrapes: low by at most the time between two scrapes.
 # TYPE resumable_last_commit_age_seconds gauge
 resumable_last_commit_age_seconds{name="orders"} 0
 # HELP resumable_opens_total Connections opened.
 # TYPE resumable_opens_total counter
 resumable_opens_total{name="orders"} 2
+# HELP resumable_parked_total Events handed to the dead letter and committed (WithDeadLetter).
+# TYPE resumable_parked_total counter
+resumable_parked_total{name="orders"} 0
 # HELP resumable_progress_events_total Progress-only events committed (bookmarks, heartbeats).
 # TYPE resumable_progress_events_total counter
 resumable_progress_events_total{name="orders"} 1
@@ -163,6 +172,9 @@ func TestCountersMatchStats(t *testing.T) {
 			"connected" + n:                                  0, // the last Open failed
 			"streams" + n:                                    1,
 			"last_commit_age_seconds" + n:                    0,
+			"handler_retries_total" + n:                      float64(st.HandlerRetries),
+			"parked_total" + n:                               float64(st.Parked),
+			"in_flight_events" + n:                           0,
 		}
 		if diff := cmp.Diff(want, values(t, c)); diff != "" {
 			t.Errorf("metrics (-want +got):\n%s", diff)
@@ -312,9 +324,9 @@ func TestManyShortLivedStreams(t *testing.T) {
 	for _, d := range detaches {
 		d()
 	}
-	// 14 series per name: 10 counters (failures has 3), 3 gauges and a histogram.
-	if n := testutil.CollectAndCount(c); n != 14 {
-		t.Errorf("CollectAndCount() = %d, want 14 (the long-lived stream's series only)", n)
+	// 17 series per name: 12 counters (failures has 3), 4 gauges and a histogram.
+	if n := testutil.CollectAndCount(c); n != 17 {
+		t.Errorf("CollectAndCount() = %d, want 17 (the long-lived stream's series only)", n)
 	}
 }
 
@@ -440,5 +452,59 @@ func TestInvalidUTF8Name(t *testing.T) {
 	h.OnCommit(stream.CommitEvent[int64]{})
 	if got := values(t, c)["events_total{name=\"bad\uFFFDname\"}"]; got != 1 {
 		t.Errorf("events_total = %v, want 1", got)
+	}
+}
+
+// Handler retries and parked events are counted as Stats counts them, under
+// concurrency too, and nothing stays in flight once Run returned.
+func TestHandlerFailuresCounted(t *testing.T) {
+	c, err := prom.NewCollector("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, detach := prom.Hooks[int64](c, "orders")
+	defer detach()
+	var inFlight []int
+	src := streamtest.NewSource([]string{"a", "poison", "b", "flaky", "c", "d"})
+	var mu sync.Mutex
+	tries := map[string]int{}
+	r, err := stream.New(src, extract, cursor.NewMemory[int64](0),
+		stream.WithHooks(h),
+		stream.WithHooks(stream.Hooks[int64]{OnCommit: func(e stream.CommitEvent[int64]) { inFlight = append(inFlight, e.InFlight) }}),
+		stream.WithConcurrency(2),
+		stream.WithHandlerRetry(3, backoff.Constant(0)),
+		stream.WithDeadLetter(func(context.Context, event, error) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(t.Context(), func(_ context.Context, e event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[e.Value]++
+		switch {
+		case e.Value == "poison", e.Value == "flaky" && tries[e.Value] == 1:
+			return errors.New("failed")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	st := r.Stats()
+	if st.HandlerRetries != 3 || st.Parked != 1 {
+		t.Fatalf("Stats() = %d handler retries, %d parked; want 3, 1", st.HandlerRetries, st.Parked)
+	}
+	got := values(t, c)
+	for k, want := range map[string]float64{
+		`handler_retries_total{name="orders"}`: 3,
+		`parked_total{name="orders"}`:          1,
+		`in_flight_events{name="orders"}`:      0,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	if len(inFlight) != 6 {
+		t.Errorf("%d commits, want 6", len(inFlight))
 	}
 }

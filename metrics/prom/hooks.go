@@ -49,10 +49,21 @@ func Hooks[C any](c *Collector, name string) (hooks stream.Hooks[C], detach func
 			}
 		},
 		OnCommit: func(e stream.CommitEvent[C]) {
-			if e.Progress {
+			switch {
+			case e.Resync: // counted by OnResync
+			case e.Progress:
 				m.progress.Add(1)
-			} else {
+			default:
 				m.events.Add(1)
+			}
+			if e.Parked {
+				m.parked.Add(1)
+			}
+			m.inFlight.Store(int64(e.InFlight))
+		},
+		OnHandlerError: func(e stream.HandlerEvent[C]) {
+			if e.Retry {
+				m.handlerRetries.Add(1)
 			}
 		},
 		OnSave: func(e stream.SaveEvent[C]) {
@@ -64,6 +75,7 @@ func Hooks[C any](c *Collector, name string) (hooks stream.Hooks[C], detach func
 		},
 		OnStop: func(stream.StopEvent[C]) {
 			m.state.CompareAndSwap(connected, idle)
+			m.inFlight.Store(0)
 		},
 		OnResync: func(e stream.ResyncEvent[C]) {
 			m.resyncs.Add(1)
@@ -85,6 +97,8 @@ type member struct {
 	events, progress, opens, cleanEnds atomic.Uint64
 	resyncs, saves, saveErrors         atomic.Uint64
 	retried, failed, expired           atomic.Uint64
+	handlerRetries, parked             atomic.Uint64
+	inFlight                           atomic.Int64 // as of the last commit
 	state                              atomic.Int32 // idle, connected or detached
 
 	name  string
@@ -105,5 +119,7 @@ func (m *member) load() totals {
 		retried:    m.retried.Load(),
 		failed:     m.failed.Load(),
 		expired:    m.expired.Load(),
+		retries:    m.handlerRetries.Load(),
+		parked:     m.parked.Load(),
 	}
 }
