@@ -2,8 +2,7 @@ package stream
 
 // The Resumer's own errors, for the package's tests.
 var (
-	ErrNilConn         = errNilConn
-	ErrCursorRegressed = errCursorRegressed
-	ErrExtract         = errExtract
-	ErrAlreadyRunning  = errAlreadyRunning
+	ErrNilConn        = errNilConn
+	ErrExtract        = errExtract
+	ErrAlreadyRunning = errAlreadyRunning
 )

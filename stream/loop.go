@@ -342,7 +342,7 @@ func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves b
 	case r.order != nil:
 		n := r.order(c, before)
 		if n < 0 {
-			return kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", errCursorRegressed, text(c), text(before))
+			return kind, false, fmt.Errorf("%w: event cursor %s is before committed cursor %s", ErrCursorRegressed, text(c), text(before))
 		}
 		moves = n > 0
 		if !moves && r.skipRepeats && kind == handled {

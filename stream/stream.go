@@ -89,14 +89,16 @@ var (
 	// errclass.Default retries it, as client-go's RetryWatcher does for a
 	// nil watcher.
 	errNilConn = errors.New("stream: Source.Open returned a nil Conn and no error")
-	// errCursorRegressed: under WithCursorOrder an event's cursor is before
-	// the committed one; the source broke the "strictly after" promise, so
-	// going on would deliver events out of order.
-	errCursorRegressed = errors.New("stream: event cursor is before the committed cursor")
 	// errExtract: the extractor failed; Run's error also matches the
 	// extractor's error.
 	errExtract = errors.New("stream: extracting the cursor failed")
 )
+
+// ErrCursorRegressed is matched by the error Run returns when, under
+// [WithCursorOrder], an event's cursor is before the committed one: the
+// server went backwards (a restored backup, a failover to a lagging
+// replica), and going on would deliver events out of order. Alert on it.
+var ErrCursorRegressed = errors.New("stream: event cursor is before the committed cursor")
 
 // ErrSourceChanged is matched by the error a Source returns (from Open or
 // Recv, wrapped with what changed, was → now) when it can tell that the

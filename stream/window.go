@@ -18,7 +18,7 @@ type window[T, C any] struct {
 	keys     keyTable[T] // nil: any events may overlap
 	head     uint64
 	tail     uint64
-	ready    []int32 // a min-heap, by seq, of the slots whose key is free
+	ready    []int32    // a min-heap, by seq, of the slots whose key is free
 	n        int        // handler goroutines
 	work     chan int32 // slot indexes to the handler goroutines; holds n
 	done     chan int32 // slot indexes back; holds n

@@ -2,6 +2,5 @@ package sse
 
 // The errors of bad events, for the package's tests.
 var (
-	ErrEventTooLarge = errEventTooLarge
-	ErrUnsendableID  = errUnsendableID
+	ErrUnsendableID = errUnsendableID
 )

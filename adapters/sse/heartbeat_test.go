@@ -113,8 +113,8 @@ func TestMaxEventSize(t *testing.T) {
 				p := newParser(r(), "", limit, new(atomic.Int64))
 				evs, err := readAll(&p)
 				evs = dropCommentHeartbeats(evs, "")
-				if got := errors.Is(err, errEventTooLarge); got != tt.tooBig {
-					t.Fatalf("read %s: next() = %v, want errEventTooLarge: %v", how, err, tt.tooBig)
+				if got := errors.Is(err, ErrEventTooLarge); got != tt.tooBig {
+					t.Fatalf("read %s: next() = %v, want ErrEventTooLarge: %v", how, err, tt.tooBig)
 				}
 				if !tt.tooBig && len(evs) != tt.wantLen {
 					t.Fatalf("read %s: %d events, want %d", how, len(evs), tt.wantLen)
@@ -141,8 +141,8 @@ func TestMaxEventSizeBoundsMemory(t *testing.T) {
 	const limit = 100 << 10
 	r := &endless{}
 	p := newParser(r, "", limit, new(atomic.Int64))
-	if _, err := p.next(); !errors.Is(err, errEventTooLarge) {
-		t.Fatalf("next() = %v, want errEventTooLarge", err)
+	if _, err := p.next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("next() = %v, want ErrEventTooLarge", err)
 	}
 	if len(p.buf) > limit+1 || r.read > limit+1 {
 		t.Errorf("buffer %d bytes after reading %d, want both at most %d", len(p.buf), r.read, limit+1)

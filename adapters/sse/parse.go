@@ -65,7 +65,7 @@ var errCut = fmt.Errorf("sse: connection closed inside an event: %w", io.ErrUnex
 // next returns the next event: a dispatched one, or a heartbeat (see
 // [Event.Heartbeat]). At the end of input it returns io.EOF when the input
 // ended between events and an error matching io.ErrUnexpectedEOF when it
-// ended inside one. Other errors match errEventTooLarge or wrap the
+// ended inside one. Other errors match ErrEventTooLarge or wrap the
 // reader's error. After an error, next must not be called again.
 func (p *parser) next() (Event, error) {
 	for {
@@ -248,7 +248,7 @@ func (p *parser) dispatch() (ev Event, ok bool, err error) {
 
 // tooLarge returns the error for what (a line, an event) of n bytes.
 func (p *parser) tooLarge(what string, n int) error {
-	return fmt.Errorf("%w: %s of %d bytes or more, over MaxEventSize %d", errEventTooLarge, what, n, p.max)
+	return fmt.Errorf("%w: %s of %d bytes or more, over MaxEventSize %d", ErrEventTooLarge, what, n, p.max)
 }
 
 // maxMillis is the most milliseconds a time.Duration holds.

@@ -39,10 +39,10 @@ type Event struct {
 // defaultMaxEventSize is what a zero MaxEventSize means.
 const defaultMaxEventSize = 1 << 20
 
-// errEventTooLarge ends a connection whose line or event is over
-// MaxEventSize; it is marked Permanent, since a reconnect would receive the
-// same event again.
-var errEventTooLarge = errors.New("sse: event too large")
+// ErrEventTooLarge is matched by the error that ends a connection whose
+// line or event is over MaxEventSize; it is marked Permanent, since a
+// reconnect would receive the same event again: raise MaxEventSize.
+var ErrEventTooLarge = errors.New("sse: event too large")
 
 // errUnsendableID: an ID holding a control character no HTTP header can
 // carry. EventID returns it; Open returns it marked Permanent, since
@@ -266,7 +266,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 		err = ctx.Err()
 	case c.closed.Load(): // closed by the Resumer (its idle watchdog): the server's retry: still holds
 		err = c.src.floor(fmt.Errorf("sse: connection closed: %w", net.ErrClosed), 0)
-	case errors.Is(err, errEventTooLarge):
+	case errors.Is(err, ErrEventTooLarge):
 		err = errclass.Permanent(err)
 	default:
 		err = c.src.floor(err, 0)
