@@ -22,13 +22,18 @@
 //   - Every other error is a failure, whatever returned it, and the
 //     classifier decides ([WithClassifier]; by default everything not marked
 //     is retried, see package errclass).
-//   - Every reopen after a failure waits max(backoff step, the server's
-//     delay, the minimum restart delay less the time since the last Open).
+//   - Every reopen obeys the delay rule (docs/how-it-decides.md): no policy
+//     and no server can make the loop spin.
 //   - An expired cursor calls the resync hook ([WithResync]), which streams
 //     the current state to the handler.
 //   - Cancelling the context makes Run return promptly with ctx's error, even
-//     when the Conn ignores ctx. No goroutine started by the Resumer outlives
-//     Run or the All loop. Panics are not recovered.
+//     when the Conn ignores ctx; shutdown is never counted as a failure. No
+//     goroutine started by the Resumer outlives Run or the All loop. A panic
+//     reaches Run's caller (a handler goroutine's is raised again there).
+//   - Hooks run on Run's goroutine, never two at once.
+//   - Every event goes through one step (its cursor and key read once, the
+//     handler tried, retried, parked or stopped by one decision, its cursor
+//     committed), whether it came from a connection or a resync's replay.
 //   - The per-event path allocates nothing, reads no clock (except under
 //     [WithCheckpointInterval]), and takes one uncontended lock.
 //   - [WithConcurrency] runs the handler on n goroutines with per-key order

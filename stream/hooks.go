@@ -7,9 +7,11 @@ import (
 )
 
 // Hooks are callbacks a Resumer calls as things happen, for metrics and
-// tracing. Every field may be nil. They are called on the Resumer's goroutine,
-// outside its locks, and must not block: a slow hook slows the stream. A hook
-// may call [Resumer.Cursor] and [Resumer.Stats].
+// tracing. Every field may be nil. They are called on the goroutine that
+// called Run (or ranges over All), one at a time whatever [WithConcurrency]
+// says, so they need no locks; outside the Resumer's locks; and must not
+// block: a slow hook slows the stream. A hook may call [Resumer.Cursor] and
+// [Resumer.Stats].
 //
 // Install them with [WithHooks]; C must be the Resumer's cursor type.
 // Several sets add up.
@@ -21,8 +23,9 @@ type Hooks[C any] struct {
 	OnDisconnect func(DisconnectEvent[C])
 	// OnRetry is called when a reopen is scheduled, before the wait.
 	OnRetry func(RetryEvent[C])
-	// OnCommit is called after a cursor was committed, and saved when the
-	// checkpoint options say so (OnSave follows).
+	// OnCommit is called after a cursor was committed (an event's, a
+	// progress-only event's, or the one a resync returned), and saved when
+	// the checkpoint options say so (OnSave follows).
 	OnCommit func(CommitEvent[C])
 	// OnSave is called after the Store was saved, or failed to save.
 	OnSave func(SaveEvent[C])

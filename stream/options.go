@@ -82,9 +82,9 @@ func WithBackoff(p backoff.Policy) Option {
 }
 
 // WithMinRestartDelay sets the least time between the starts of two
-// consecutive Opens; a connection that lived longer than d reopens at once
-// (the delay rule: docs/how-it-decides.md). Default 0. A negative d makes
-// New fail.
+// consecutive tries (a try is the open limiter's wait, then Open); a
+// connection that lived longer than d reopens at once (the delay rule:
+// docs/how-it-decides.md). Default 0. A negative d makes New fail.
 func WithMinRestartDelay(d time.Duration) Option {
 	return durationOption("WithMinRestartDelay", d, func(cfg *config) { cfg.minRestart = d })
 }

@@ -122,8 +122,9 @@ type Stats[C any] struct {
 	// ([WithHandlerRetry]); Parked counts events handed to the dead letter
 	// ([WithDeadLetter]) and committed.
 	HandlerRetries, Parked uint64
-	// InFlight is how many events are read but not yet committed (more
-	// than one only under [WithConcurrency]).
+	// InFlight is how many events are read but not yet committed under
+	// [WithConcurrency]; 0 with one handler, whose event is committed
+	// before the next is read.
 	InFlight int
 	// Saves and SaveErrors count Store.Save calls that succeeded and failed.
 	Saves, SaveErrors uint64
@@ -330,9 +331,10 @@ func (r *Resumer[T, C]) published() uint64 {
 	return r.stats.Events + r.stats.Progress + r.stats.Skipped
 }
 
-// Run reads the stream and calls handle for each event, in order, on the
-// calling goroutine. An event's cursor is committed only after handle
-// returned nil: at-least-once, never a skip.
+// Run reads the stream and calls handle for each event, in order: on the
+// calling goroutine, or on n goroutines under [WithConcurrency] (in order
+// per key). An event's cursor is committed only after handle returned nil:
+// at-least-once, never a skip.
 //
 // Run returns
 //   - nil when the source reports [ErrEndOfStream], or handle returns an
@@ -345,8 +347,9 @@ func (r *Resumer[T, C]) published() uint64 {
 //     matching both the failure and [errclass.ErrExpired];
 //   - an error matching [ErrRetriesExhausted] and the last failure when the
 //     backoff policy gives up;
-//   - ctx's error when ctx ends (the current Conn is closed to unblock it;
-//     a Limiter, ResyncFunc, Store or handler that ignores ctx delays it);
+//   - ctx's error when ctx ends, whatever failed because of it (the current
+//     Conn is closed to unblock it; a Limiter, ResyncFunc, Store or handler
+//     that ignores ctx delays it);
 //   - an error when another Run or All is in progress;
 //   - an error matching [ErrInvalidOption] for a nil ctx or handler.
 //

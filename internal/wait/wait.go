@@ -1,4 +1,5 @@
-// Package wait is the one context-aware sleep of the repository.
+// Package wait is the context-aware sleep of the root module's packages and
+// of the adapters.
 package wait
 
 import (
