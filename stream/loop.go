@@ -260,8 +260,11 @@ func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[
 			o = r.idleEnd(o, seen)
 		}
 	}()
-	if w := r.win.Load(); w != nil {
+	switch w := r.win.Load(); {
+	case w != nil:
 		return r.readWindow(ctx, conn, w)
+	case r.bat != nil:
+		return r.readBatch(ctx, conn, r.bat)
 	}
 	return r.read(ctx, conn, handle)
 }
@@ -550,7 +553,7 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 	rp := &replay[T, C]{r: r, ctx: ctx, handle: handle, w: r.win.Load()}
 	after, err := r.resync(ctx, cause, rp.emit)
 	rp.over.Store(true)
-	herr := rp.finish()
+	herr := rp.finish(err == nil)
 	r.mu.Lock()
 	r.stats.Events += uint64(rp.n)
 	r.mu.Unlock()
@@ -612,6 +615,13 @@ func (p *replay[T, C]) emit(ev T) error {
 		return p.herr
 	}
 	var zero C
+	if b := p.r.bat; b != nil {
+		b.add(ev, zero, replayed, false)
+		if len(b.events) < cap(b.events) {
+			return nil
+		}
+		return p.flush()
+	}
 	_, a, err := p.r.inline(p.ctx, p.handle, ev, zero)
 	switch {
 	case a == stop:
@@ -624,9 +634,31 @@ func (p *replay[T, C]) emit(ev T) error {
 	return p.herr
 }
 
-// finish waits for the replay's events still in the window and returns the
-// first handler error.
-func (p *replay[T, C]) finish() error {
+// flush hands the replay's batch to the step (RunBatch).
+func (p *replay[T, C]) flush() error {
+	n := len(p.r.bat.events)
+	switch a, err := p.r.flush(p.ctx, p.r.bat, replayed); a {
+	case stop:
+		p.herr = ErrStop
+	case fail:
+		p.herr = err
+	default:
+		p.n += n
+	}
+	return p.herr
+}
+
+// finish hands over what the replay still holds (a batch, or events in the
+// window) and returns the first handler error. A batch of a replay whose
+// hook failed (ok false) is dropped: the replay comes again.
+func (p *replay[T, C]) finish(ok bool) error {
+	if b := p.r.bat; b != nil && b.n > 0 {
+		if !ok || p.herr != nil {
+			b.reset()
+			return p.herr
+		}
+		return p.flush()
+	}
 	if p.w == nil {
 		return p.herr
 	}

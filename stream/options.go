@@ -52,6 +52,9 @@ type config struct {
 	retryPolicy backoff.Policy // waits between handler tries
 	park        typed          // func(ctx, T, error) error
 	skipRepeats bool
+	batch       int           // WithBatch's max; 0: not set
+	linger      time.Duration // WithBatch's linger
+	batchEnd    typed         // func(T) bool
 	errs        []error
 }
 

@@ -54,6 +54,10 @@ type Resumer[T, C any] struct {
 	retryPolicy backoff.Policy
 	park        func(ctx context.Context, event T, err error) error
 	skipRepeats bool
+	batch       int           // WithBatch's max; 0: not set
+	linger      time.Duration // WithBatch's linger
+	batchEnd    func(T) bool  // WithBatchEnd
+	bat         *batch[T, C]  // RunBatch's, while it runs (loop goroutine only)
 
 	running atomic.Bool
 	win     atomic.Pointer[window[T, C]] // the handler goroutines under WithConcurrency, while Run runs
@@ -175,6 +179,8 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		tries:       max(cfg.tries, 1),
 		retryPolicy: cfg.retryPolicy,
 		skipRepeats: cfg.skipRepeats,
+		batch:       cfg.batch,
+		linger:      cfg.linger,
 		equal:       equalFunc[C](),
 	}
 	if r.log == nil {
@@ -208,6 +214,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	}
 	r.keys = typedEvent[func(int) keyTable[T]](&cfg, "WithOrderKey", cfg.orderKey)
 	r.park = typedEvent[func(context.Context, T, error) error](&cfg, "WithDeadLetter", cfg.park)
+	r.batchEnd = typedEvent[func(T) bool](&cfg, "WithBatchEnd", cfg.batchEnd)
 	r.hooks = joinHooks(typedAll[Hooks[C]](&cfg, "WithHooks", cfg.hooks, reflect.TypeFor[C]()))
 	r.order = typedOne[func(a, b C) int](&cfg, "WithCursorOrder", cfg.order, reflect.TypeFor[C]())
 	if cfg.resync.v != nil {
@@ -361,10 +368,13 @@ func (r *Resumer[T, C]) published() uint64 {
 // in [Stats].FinalSaveError. Run may be called again after it returned: it
 // continues after the committed cursor without loading the Store again.
 func (r *Resumer[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
-	if handle == nil {
+	switch {
+	case handle == nil:
 		return fmt.Errorf("%w: Run: nil handler", ErrInvalidOption)
+	case r.batch > 0:
+		return fmt.Errorf("%w: Run with WithBatch: use RunBatch", ErrInvalidOption)
 	}
-	return r.run(ctx, handle)
+	return r.run(ctx, handle, nil)
 }
 
 // errBreak is the handler error by which All ends the loop when its body
@@ -386,8 +396,12 @@ var errBreak = errors.New("stream: loop body stopped")
 func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		if r.handlers > 1 {
+		switch {
+		case r.handlers > 1:
 			yield(zero, fmt.Errorf("%w: All with WithConcurrency(%d): a loop body takes one event at a time; use Run", ErrInvalidOption, r.handlers))
+			return
+		case r.batch > 0:
+			yield(zero, fmt.Errorf("%w: All with WithBatch: a loop body takes one event at a time; use RunBatch", ErrInvalidOption))
 			return
 		}
 		broke := false
@@ -397,7 +411,7 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 				return errBreak
 			}
 			return nil
-		})
+		}, nil)
 		if broke || err == nil {
 			return
 		}
@@ -405,9 +419,9 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	}
 }
 
-// run is Run and All: one loop at a time, the final save, and the OnStop
-// hook once it returned.
-func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T]) (err error) {
+// run is Run, RunBatch (b not nil) and All: one loop at a time, the final
+// save, and the OnStop hook once it returned.
+func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, C]) (err error) {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidOption)
 	}
@@ -419,6 +433,8 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T]) (err error) 
 		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
 	}
 	r.begin()
+	r.bat = b
+	defer func() { r.bat = nil }()
 	o := outcome{end: finalEnd, err: ctx.Err()}
 	returned := false
 	defer func() {

@@ -1,0 +1,257 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// defaultBatch is a batch's largest size under RunBatch without WithBatch.
+const defaultBatch = 100
+
+// WithBatch sets how [Resumer.RunBatch] groups events: a batch holds at
+// most max events (default 100); it is handed over when full, when linger
+// has passed since its first event was read, or when the connection ends.
+// With linger 0 (the default) a batch is whatever has been read when the
+// handler is free, never waiting for more. max < 1 or a negative linger
+// makes New fail; Run and All refuse a Resumer made with it.
+func WithBatch(max int, linger time.Duration) Option {
+	return optionFunc(func(cfg *config) {
+		switch {
+		case max < 1:
+			cfg.fail("WithBatch(%d, %v): a batch of fewer than one event", max, linger)
+		case linger < 0:
+			cfg.fail("WithBatch(%d, %v): negative linger", max, linger)
+		default:
+			cfg.batch, cfg.linger = max, linger
+		}
+	})
+}
+
+// WithBatchEnd makes [Resumer.RunBatch] hand a batch over after every event
+// for which end returns true (the last event of a source transaction), and
+// never wait past one for more: a batch is then one source transaction, or
+// a part of one larger than the batch's max. T must be the Resumer's event
+// type, or New fails. Nil means none.
+func WithBatchEnd[T any](end func(T) bool) Option {
+	return optionFunc(func(cfg *config) {
+		cfg.batchEnd = typed{}
+		if end != nil {
+			cfg.batchEnd = typed{v: end, t: reflect.TypeFor[T]()}
+		}
+	})
+}
+
+// RunBatch is [Resumer.Run] for a handler that takes many events at once:
+// handle receives consecutive events of the stream (progress-only events
+// between them are folded into the batch's commit), and when it returns nil
+// the cursor of the batch's last event is committed; when it fails, nothing
+// of the batch is. [WithBatch] and [WithBatchEnd] say where batches end.
+// The slice is reused: it is valid only until handle returns.
+//
+// [WithHandlerRetry] retries the whole batch; a handler returning [ErrStop]
+// commits its batch and ends Run cleanly; a resync's replay is handed over
+// in batches too. RunBatch returns an error matching [ErrInvalidOption]
+// with [WithConcurrency] (n > 1) or [WithDeadLetter] (a batch is not an
+// event to park), and otherwise what Run returns.
+func (r *Resumer[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
+	switch {
+	case handle == nil:
+		return fmt.Errorf("%w: RunBatch: nil handler", ErrInvalidOption)
+	case r.handlers > 1:
+		return fmt.Errorf("%w: RunBatch with WithConcurrency(%d): a batch is handled at once; use larger batches", ErrInvalidOption, r.handlers)
+	case r.park != nil:
+		return fmt.Errorf("%w: RunBatch with WithDeadLetter: a batch is not an event to park", ErrInvalidOption)
+	}
+	b := &batch[T, C]{handle: handle, events: make([]T, 0, r.batchMax())}
+	return r.run(ctx, b.call, b)
+}
+
+// batchMax is a batch's largest size.
+func (r *Resumer[T, C]) batchMax() int {
+	if r.batch > 0 {
+		return r.batch
+	}
+	return defaultBatch
+}
+
+// batch is one RunBatch's buffer: the events of the batch being filled or
+// handled, and the handler.
+type batch[T, C any] struct {
+	handle func(ctx context.Context, events []T) error
+	events []T
+	last   C    // the cursor of the batch's last event, progress-only ones included
+	moves  bool // committing last moves the stream
+	n      int  // events and progress-only events taken
+}
+
+// call is the step's handler for a batch: the batch stands in for the
+// event.
+func (b *batch[T, C]) call(ctx context.Context, _ T) error { return b.handle(ctx, b.events) }
+
+// add takes an event of kind into the batch at cursor c.
+func (b *batch[T, C]) add(ev T, c C, kind eventKind, moves bool) {
+	if kind == handled || kind == replayed {
+		b.events = append(b.events, ev)
+	}
+	b.last, b.n = c, b.n+1
+	b.moves = b.moves || moves
+}
+
+func (b *batch[T, C]) reset() {
+	clear(b.events)
+	b.events, b.n, b.moves = b.events[:0], 0, false
+}
+
+// flush runs the step for the batch and commits its last cursor. It
+// returns the action that ended the step (finished, stop or fail) and its
+// error: the handler's, or a failed save's (as saveFailed).
+func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKind) (action, error) {
+	if b.n == 0 {
+		return finished, nil
+	}
+	defer b.reset()
+	a := finished
+	if len(b.events) > 0 {
+		var zero T
+		var err error
+		if _, a, err = r.inline(ctx, b.call, zero, b.last); a == fail {
+			return fail, err
+		}
+	}
+	if kind == replayed { // a replay commits the resync's cursor, once
+		return a, nil
+	}
+	if len(b.events) > 1 {
+		r.mu.Lock()
+		r.stats.Events += uint64(len(b.events) - 1)
+		r.mu.Unlock()
+	}
+	k := handled
+	if len(b.events) == 0 {
+		k = progress
+	}
+	return a, r.commit(ctx, b.last, k, b.moves)
+}
+
+// readBatch is drain's loop under RunBatch: a reader goroutine reads ahead
+// up to one batch, and the loop hands batches to the step as WithBatch and
+// WithBatchEnd say.
+func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
+	o := outcome{opened: true}
+	in := make(chan received[T], cap(b.events))
+	quit := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			ev, err := conn.Recv(ctx)
+			select {
+			case in <- received[T]{ev: ev, err: err}:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(quit)
+		_ = conn.Close() // unblock a Recv; drain closes it again, which Close allows
+		<-readerDone
+	}()
+	var linger *time.Timer
+	if r.linger > 0 {
+		linger = time.NewTimer(r.linger)
+		linger.Stop()
+		defer linger.Stop()
+	}
+	var end *outcome
+	for end == nil {
+		// Wait for a batch's first event, then take what the options allow.
+		// With WithBatchEnd only an end marker, a full batch or the
+		// connection's end hands a batch over.
+		ready, lingered := false, (<-chan time.Time)(nil)
+		for !ready && end == nil {
+			var rv received[T]
+			switch {
+			case b.n == 0 || r.batchEnd != nil:
+				select {
+				case rv = <-in:
+				case <-ctx.Done():
+					return o.final(ctx.Err())
+				}
+			case linger == nil: // linger 0: what was read already
+				select {
+				case rv = <-in:
+				default:
+					ready = true
+					continue
+				}
+			default:
+				if lingered == nil {
+					linger.Reset(r.linger)
+					lingered = linger.C
+				}
+				select {
+				case rv = <-in:
+				case <-lingered:
+					ready = true
+					continue
+				case <-ctx.Done():
+					return o.final(ctx.Err())
+				}
+			}
+			if rv.err != nil {
+				e := r.connEnded(ctx, o, rv.err)
+				end = &e
+				continue
+			}
+			r.guard.wd.active()
+			c, kind, moves, err := r.take(rv.ev, b.lastOr(r.cur()))
+			switch {
+			case err != nil:
+				return o.final(err)
+			case kind == skipped:
+				r.skip()
+				continue
+			}
+			b.add(rv.ev, c, kind, moves)
+			ready = len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(rv.ev))
+		}
+		if lingered != nil && !linger.Stop() {
+			select { // drain a fire that raced the stop
+			case <-linger.C:
+			default:
+			}
+		}
+		n := b.n
+		a, err := r.flush(ctx, b, handled)
+		switch {
+		case a == fail:
+			return o.final(err)
+		case n > 0:
+			o.commits++
+		}
+		switch {
+		case a == stop:
+			return o.final(nil)
+		case err != nil:
+			return r.saveEnded(ctx, o, err)
+		}
+	}
+	e := *end
+	e.commits = o.commits
+	return e
+}
+
+// lastOr returns the cursor of the batch's last event, or c when the batch
+// is empty.
+func (b *batch[T, C]) lastOr(c C) C {
+	if b.n > 0 {
+		return b.last
+	}
+	return c
+}
