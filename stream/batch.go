@@ -140,92 +140,18 @@ func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKin
 // WithBatchEnd say.
 func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
 	o := outcome{opened: true}
-	in := make(chan received[T], cap(b.events))
-	quit := make(chan struct{})
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		for {
-			ev, err := conn.Recv(ctx)
-			select {
-			case in <- received[T]{ev: ev, err: err}:
-			case <-quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(quit)
-		_ = conn.Close() // unblock a Recv; drain closes it again, which Close allows
-		<-readerDone
-	}()
+	q := readAhead(ctx, conn, cap(b.events))
+	defer q.stop(conn)
 	var linger *time.Timer
 	if r.linger > 0 {
 		linger = time.NewTimer(r.linger)
 		linger.Stop()
 		defer linger.Stop()
 	}
-	var end *outcome
-	for end == nil {
-		// Wait for a batch's first event, then take what the options allow.
-		// With WithBatchEnd only an end marker, a full batch or the
-		// connection's end hands a batch over.
-		ready, lingered := false, (<-chan time.Time)(nil)
-		for !ready && end == nil {
-			var rv received[T]
-			switch {
-			case b.n == 0 || r.batchEnd != nil:
-				select {
-				case rv = <-in:
-				case <-ctx.Done():
-					return o.final(ctx.Err())
-				}
-			case linger == nil: // linger 0: what was read already
-				select {
-				case rv = <-in:
-				default:
-					ready = true
-					continue
-				}
-			default:
-				if lingered == nil {
-					linger.Reset(r.linger)
-					lingered = linger.C
-				}
-				select {
-				case rv = <-in:
-				case <-lingered:
-					ready = true
-					continue
-				case <-ctx.Done():
-					return o.final(ctx.Err())
-				}
-			}
-			if rv.err != nil {
-				e := r.connEnded(ctx, o, rv.err)
-				end = &e
-				continue
-			}
-			r.guard.wd.active()
-			c, kind, moves, err := r.take(rv.ev, b.lastOr(r.cur()))
-			switch {
-			case err != nil:
-				return o.final(err)
-			case kind == skipped:
-				r.skip()
-				continue
-			}
-			b.add(rv.ev, c, kind, moves)
-			ready = len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(rv.ev))
-		}
-		if lingered != nil && !linger.Stop() {
-			select { // drain a fire that raced the stop
-			case <-linger.C:
-			default:
-			}
+	for {
+		end, err := r.fill(ctx, q, b, linger)
+		if err != nil {
+			return o.final(err)
 		}
 		n := b.n
 		a, err := r.flush(ctx, b, handled)
@@ -240,11 +166,66 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 			return o.final(nil)
 		case err != nil:
 			return r.saveEnded(ctx, o, err)
+		case end != nil:
+			return r.connEnded(ctx, o, end)
 		}
 	}
-	e := *end
-	e.commits = o.commits
-	return e
+}
+
+// fill takes events from q into b until the batch is ready: full, at an
+// end marker (WithBatchEnd), lingered, or — with linger 0 and no end
+// markers — at the first moment nothing more was read. It returns the
+// error that ended the connection, if it came, or an error that ends Run
+// (ctx's end, an extractor's failure).
+func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], linger *time.Timer) (end, stop error) {
+	var lingered <-chan time.Time
+	defer func() {
+		if lingered != nil && !linger.Stop() {
+			select { // a fire that raced the stop
+			case <-linger.C:
+			default:
+			}
+		}
+	}()
+	for {
+		for q.ready() {
+			rv := q.take()
+			if rv.err != nil {
+				return rv.err, nil
+			}
+			r.guard.wd.active()
+			c, kind, moves, err := r.take(rv.ev, b.lastOr(r.cur()))
+			switch {
+			case err != nil:
+				return nil, err
+			case kind == skipped:
+				r.skip()
+				continue
+			}
+			b.add(rv.ev, c, kind, moves)
+			if len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(rv.ev)) {
+				return nil, nil
+			}
+		}
+		wait := b.n == 0 || r.batchEnd != nil || linger != nil
+		if !wait {
+			return nil, nil // linger 0: what was read already
+		}
+		if b.n > 0 && r.batchEnd == nil && lingered == nil {
+			linger.Reset(r.linger)
+			lingered = linger.C
+		}
+		if wake := q.waitFor(); wake != nil {
+			select {
+			case <-wake:
+			case <-lingered:
+				lingered = nil
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
 }
 
 // lastOr returns the cursor of the batch's last event, or c when the batch

@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -344,5 +345,34 @@ func TestRunBatchRefused(t *testing.T) {
 		if _, err := stream.New(src, extract, cursor.NewMemory[int64](0), opt); !errors.Is(err, stream.ErrInvalidOption) {
 			t.Errorf("New() = %v, want an error matching %v", err, stream.ErrInvalidOption)
 		}
+	}
+}
+
+// BenchmarkRunBatch measures the cost per event of RunBatch against Run on
+// one long connection, with a handler that does nothing: one op is one
+// event. The reader goroutine reads ahead while a batch is handled; the
+// linger lets every batch fill.
+func BenchmarkRunBatch(b *testing.B) {
+	b.Run("Run", func(b *testing.B) {
+		var sum int64
+		benchConsume(b, -1, func(r *stream.Resumer[benchEvent, int64]) error {
+			return r.Run(context.Background(), func(_ context.Context, e benchEvent) error {
+				sum += e.Offset
+				return nil
+			})
+		})
+	})
+	for _, size := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			var sum int64
+			benchConsume(b, -1, func(r *stream.Resumer[benchEvent, int64]) error {
+				return r.RunBatch(context.Background(), func(_ context.Context, evs []benchEvent) error {
+					for _, e := range evs {
+						sum += e.Offset
+					}
+					return nil
+				})
+			}, stream.WithBatch(size, time.Second))
+		})
 	}
 }

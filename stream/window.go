@@ -350,13 +350,6 @@ func (k *keys[T, K]) clear() {
 	clear(k.of)
 }
 
-// received is what the reader goroutine passes on: an event or the error
-// that ended the connection.
-type received[T any] struct {
-	ev  T
-	err error
-}
-
 // readWindow is drain's loop under WithConcurrency: a reader goroutine
 // receives events while the loop takes them into the window and commits
 // the contiguous prefix of finished ones. Reading pauses while the window
