@@ -285,6 +285,19 @@ func (r *Resumer[T, C]) await(ctx context.Context, w *window[T, C], ctxDone <-ch
 	return r.advance(ctx, w)
 }
 
+// finishReady takes back every try that finished meanwhile, without
+// waiting.
+func (r *Resumer[T, C]) finishReady(ctx context.Context, w *window[T, C]) {
+	for {
+		select {
+		case i := <-w.done:
+			r.finish(ctx, w, i)
+		default:
+			return
+		}
+	}
+}
+
 // drainWindow waits until the window settled after a halt or a stop.
 func (r *Resumer[T, C]) drainWindow(ctx context.Context, w *window[T, C]) {
 	for w.running > 0 {
@@ -358,28 +371,8 @@ func (k *keys[T, K]) clear() {
 // read and no event is handed over twice in one Run.
 func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[T, C]) outcome {
 	o := outcome{opened: true}
-	in := make(chan received[T])
-	quit := make(chan struct{})
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		for {
-			ev, err := conn.Recv(ctx)
-			select {
-			case in <- received[T]{ev: ev, err: err}:
-			case <-quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(quit)
-		_ = conn.Close() // unblock a Recv; drain closes it again, which Close allows
-		<-readerDone
-	}()
+	q := readAhead(ctx, conn, len(w.slots))
+	defer q.stop(conn)
 
 	var end *outcome // how the connection ended, once reading stopped
 	stopReading := func(e outcome) {
@@ -391,19 +384,11 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 	last := r.cur()
 	paused := false
 	for end == nil || !w.settled() {
-		var recv <-chan received[T]
-		if end == nil && !w.full() {
-			recv = in
-		}
-		if full := end == nil && w.full(); full != paused {
-			paused = full
-			r.guard.pause(full)
-		}
-		select {
-		case rv := <-recv:
+		for end == nil && !w.full() && q.ready() {
+			rv := q.take()
 			if rv.err != nil {
 				stopReading(r.connEnded(ctx, o, rv.err))
-				continue
+				break
 			}
 			r.guard.wd.active()
 			c, kind, moves, err := r.take(rv.ev, last)
@@ -418,13 +403,6 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 			}
 			last = c
 			w.add(rv.ev, c, kind, moves)
-		case i := <-w.done:
-			r.guard.wd.active()
-			r.finish(ctx, w, i)
-		case <-ctxDone:
-			ctxDone = nil
-			w.halt(ctx.Err())
-			stopReading(o.final(ctx.Err()))
 		}
 		n, err := r.advance(ctx, w)
 		o.commits += n
@@ -437,6 +415,30 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 			stopReading(o.final(w.err))
 		case w.stopAt != 0: // finish what runs before the stopping event
 			stopReading(o.final(nil))
+		}
+		if end != nil && w.settled() {
+			break // the connection ended with nothing left to run
+		}
+		if full := end == nil && w.full(); full != paused {
+			paused = full
+			r.guard.pause(full)
+		}
+		var wake <-chan struct{}
+		if end == nil && !w.full() {
+			if wake = q.waitFor(); wake == nil {
+				continue // read meanwhile
+			}
+		}
+		select {
+		case <-wake:
+		case i := <-w.done:
+			r.guard.wd.active()
+			r.finish(ctx, w, i)
+			r.finishReady(ctx, w)
+		case <-ctxDone:
+			ctxDone = nil
+			w.halt(ctx.Err())
+			stopReading(o.final(ctx.Err()))
 		}
 	}
 	if paused {
