@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -763,6 +764,128 @@ func TestSeam13ShutdownDuringSaveIsNoFailure(t *testing.T) {
 				}
 				if c, _ := store.Load(context.Background()); c != r.Cursor() {
 					t.Errorf("saved cursor %d, want the committed %d (the final save)", c, r.Cursor())
+				}
+			})
+		})
+	}
+}
+
+// Found by TestCombinations, beyond the issue's list: after a transient
+// Store.Save failure under WithConcurrency(n > 1), a resync's replay never
+// reaches the handler, yet the resync's cursor is committed and saved: the
+// replayed events are lost. (The same root as defect 1.)
+func TestSeamX1ResyncAfterAFailedSaveHandlesTheReplay(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opens atomic.Int64
+				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+					switch opens.Add(1) {
+					case 1: // three events, then a live connection
+						c := newScriptConn(io.EOF, ev{Seq: 1}, ev{Seq: 2}, ev{Seq: 3})
+						c.block = true
+						return c, nil
+					case 2:
+						return nil, errclass.CursorExpired(errors.New("compacted"))
+					}
+					return nil, stream.ErrEndOfStream
+				})
+				store := &nthSaveFails{n: 1, err: errors.New("store: connection reset")}
+				r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(n),
+					stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+						for _, s := range []int64{10, 11} {
+							if err := emit(ev{Seq: s}); err != nil {
+								return 0, err
+							}
+						}
+						return 11, nil
+					}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				var h tally
+				if err := r.Run(ctx, func(_ context.Context, e ev) error { h.add(e.Seq); return nil }); err != nil {
+					t.Errorf("Run() = %v, want nil", err)
+				}
+				if m := h.missing(11); !slices.Contains(h.seen(), 10) || !slices.Contains(h.seen(), 11) || slices.Contains(m, 1) {
+					t.Errorf("handled %v, want 1 and the replayed 10 and 11 among them", h.seen())
+				}
+				if st := r.Stats(); st.Cursor != 11 || st.Resyncs != 1 {
+					t.Errorf("Stats() Cursor = %d, Resyncs = %d, want 11 and 1", st.Cursor, st.Resyncs)
+				}
+			})
+		})
+	}
+}
+
+// Found by TestCombinations: a transient Store.Save failure at the end of a
+// connection that ended on an expired cursor makes the expiry terminal
+// ("no resync possible here") although WithResync is set; and the Store is
+// left behind the committed cursor with no final save tried
+// (Stats.FinalSaveError nil).
+func TestSeamX2ExpiryWithAFailedSaveStillResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var opens atomic.Int64
+		src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+			if opens.Add(1) == 1 {
+				return newScriptConn(errclass.CursorExpired(errors.New("compacted")), ev{Seq: 1}), nil
+			}
+			return nil, stream.ErrEndOfStream
+		})
+		// Saved every 10 commits: the save comes at the connection's end.
+		store := &nthSaveFails{n: 1, err: errors.New("store: connection reset")}
+		r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)), stream.WithCheckpointEvery(10),
+			stream.WithResync(func(context.Context, error, func(ev) error) (int64, error) { return 5, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(context.Background(), func(context.Context, ev) error { return nil }); err != nil {
+			t.Errorf("Run() = %v, want nil: the save's failure is transient and a resync hook is set", err)
+		}
+		st := r.Stats()
+		if st.Resyncs != 1 || st.Cursor != 5 {
+			t.Errorf("Stats() Resyncs = %d, Cursor = %d, want 1 and 5", st.Resyncs, st.Cursor)
+		}
+		if c, _ := store.Load(context.Background()); c != st.Cursor && st.FinalSaveError == nil {
+			t.Errorf("the Store holds %d, the committed cursor is %d, and Stats().FinalSaveError is nil", c, st.Cursor)
+		}
+	})
+}
+
+// Found by TestCombinations: Stats.Events counts the events of a resync's
+// replay that never completed, whose cursor is not committed. Stats' doc:
+// "events delivered to the handler and committed, a resync's replay
+// included".
+func TestSeamX3EventsCountOnlyACompletedReplay(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+					return nil, errclass.CursorExpired(errors.New("compacted"))
+				})
+				r := newResumer(t, src, stream.WithConcurrency(n),
+					stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+						for _, s := range []int64{10, 11} {
+							if err := emit(ev{Seq: s}); err != nil {
+								return 0, err
+							}
+						}
+						return 11, nil
+					}))
+				boom := errors.New("handler: boom")
+				err := r.Run(context.Background(), func(_ context.Context, e ev) error {
+					if e.Seq == 11 {
+						return boom
+					}
+					return nil
+				})
+				if !errors.Is(err, boom) {
+					t.Fatalf("Run() = %v, want %v", err, boom)
+				}
+				if st := r.Stats(); st.Events != 0 || st.Resyncs != 0 || st.Cursor != 0 {
+					t.Errorf("Stats() Events = %d, Resyncs = %d, Cursor = %d, want 0, 0, 0: the replay did not complete", st.Events, st.Resyncs, st.Cursor)
 				}
 			})
 		})
