@@ -1,0 +1,832 @@
+package stream_test
+
+// The combination property test (issue 31): random scripts of source
+// faults (drops, errors, server delays, expiry with or without a resync,
+// ends of the stream, empty connections, heartbeats), Store faults (failed
+// and slow saves), handler outcomes (ok, error, retryable, permanent,
+// ErrStop, panic, slow) and ctx cancellations, over every combination of
+// {Run, All} × n ∈ {1, 2, 4, 16} × order key × handler retry × dead letter ×
+// checkpoint cadence {every event, every 10, interval} × resync hook.
+//
+// One scenario is a series of steps, each a Run (or an All loop) on the
+// Resumer; a step that panicked stands for a crash, and the next step makes
+// a new Resumer over the same Store, as does a random share of the others.
+// Every step runs in a testing/synctest bubble, so time is fake: delays and
+// slow calls cost nothing. After every step the invariants are checked:
+//
+//   - the committed cursor (OnCommit, Cursor, every Store.Save) never passes
+//     an event whose handler has not returned nil (or that was not parked),
+//     and never goes back;
+//   - within a Run, events reach the handler in stream order (per key under
+//     WithOrderKey, globally with one handler), and events of one key never
+//     overlap;
+//   - Stats agree with what the test observed, InFlight is 0 after Run, and
+//     the Store holds the committed cursor unless the final save failed;
+//   - no goroutine of the library is left once Run returned;
+//   - no hot loop: at most comboMaxRetryOpens Opens at an unchanged cursor
+//     in any fake second of a Run;
+//   - no stall: a Run ends before the step's fake deadline.
+//
+// The faults are finite, so a scenario ends with a Run that returns nil at
+// the end of the log; then every event must have been handled or parked.
+// All with n > 1 must be refused with ErrInvalidOption and yield nothing else.
+//
+// By default every combination runs with one seed (comboSeed); run more
+// with -combo.seeds=N (or RESUMABLE_COMBO_SEEDS=N) and replay one with
+// -combo.seed=S; a failure names the seed and the combination:
+//
+//	go test ./stream -run 'TestCombinations/Run_n=4_key_retry_dl_every10_resync$' -combo.seed=S
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/stream/streamtest"
+)
+
+var (
+	comboSeeds = flag.Int("combo.seeds", 0, "combination test: seeds per combination (default 1, or RESUMABLE_COMBO_SEEDS)")
+	comboSeed  = flag.Uint64("combo.seed", 0, "combination test: the first seed (default 1), to replay a failure")
+)
+
+const (
+	comboEvents        = 40               // log length, heartbeats included
+	comboKeys          = 4                // distinct order keys
+	comboMaxSteps      = 200              // Runs per scenario before it counts as stuck
+	comboStepDeadline  = 10 * time.Minute // fake time; a Run still going then is stalled
+	comboMaxRetryOpens = 12               // Opens at an unchanged cursor per fake second (backoff ≥ 100ms)
+	comboMaxReports    = 8                // violations reported per combination
+)
+
+// errComboStall is the cause of a step's deadline.
+var errComboStall = errors.New("combo: the step's fake deadline passed")
+
+// combo is one combination of options.
+type combo struct {
+	all     bool
+	n       int
+	key     bool
+	retry   bool
+	dl      bool
+	cadence string // "every", "every10", "interval"
+	resync  bool
+}
+
+func (c combo) String() string {
+	var b strings.Builder
+	if c.all {
+		b.WriteString("All")
+	} else {
+		b.WriteString("Run")
+	}
+	fmt.Fprintf(&b, "_n=%d", c.n)
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.key, "key"}, {c.retry, "retry"}, {c.dl, "dl"}} {
+		if f.on {
+			b.WriteString("_" + f.name)
+		} else {
+			b.WriteString("_no" + f.name)
+		}
+	}
+	b.WriteString("_" + c.cadence)
+	if c.resync {
+		b.WriteString("_resync")
+	} else {
+		b.WriteString("_noresync")
+	}
+	return b.String()
+}
+
+// combos returns every combination.
+func combos() []combo {
+	var out []combo
+	for _, all := range []bool{false, true} {
+		for _, n := range []int{1, 2, 4, 16} {
+			for _, key := range []bool{false, true} {
+				for _, retry := range []bool{false, true} {
+					for _, dl := range []bool{false, true} {
+						for _, cadence := range []string{"every", "every10", "interval"} {
+							for _, resync := range []bool{false, true} {
+								out = append(out, combo{all: all, n: n, key: key, retry: retry, dl: dl, cadence: cadence, resync: resync})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// outcome is what one handler call does.
+type outcome uint8
+
+const (
+	outOK outcome = iota
+	outError
+	outRetryable
+	outPermanent
+	outStop
+	outPanic
+	outSlow
+)
+
+var outcomeNames = [...]string{"ok", "error", "retryable", "permanent", "ErrStop", "panic", "slow"}
+
+func (o outcome) String() string { return outcomeNames[o] }
+
+// errComboHandler is the handlers' injected failure.
+var errComboHandler = errors.New("combo: handler failure")
+
+// comboPanic is what a handler panics with.
+type comboPanic struct{ seq int64 }
+
+// scenario is one seed of one combination: the log, the faults, and what
+// was observed, under mu (hooks, handlers and the Store are called from
+// several goroutines).
+type scenario struct {
+	c    combo
+	seed uint64
+	t    *testing.T
+
+	log     []string            // "k0".."k3", or "beat"
+	plans   map[int64][]outcome // per event, the outcomes of its first calls; ok after
+	src     *streamtest.Source[string]
+	store   *comboStore
+	slowFor map[int64]time.Duration // slow outcomes' durations, per event
+	resRand *rand.Rand              // the resync's choices
+
+	mu          sync.Mutex
+	calls       map[int64]int // handler calls per event, every life
+	done        []bool        // per seq (index seq-1): handled with nil or ErrStop, or parked; heartbeats from the start
+	donePrefix  int64         // every seq ≤ donePrefix is done
+	violations  []string
+	step        int
+	r           *stream.Resumer[ev, int64] // the current life
+	life        lifeObs
+	run         runObs
+	handlerRuns int
+	steps       int
+	trace       []string // what each step did, for the failure report
+	script      []streamtest.Step
+}
+
+// lifeObs is what the test observed during one Resumer's life.
+type lifeObs struct {
+	opens, connects, commitEvents, commitProgress, resyncs, replayed int
+	saves, saveFails                                                 int
+	parked                                                           []int64 // events parked (park returned nil)
+	lastCommit                                                       int64
+}
+
+// runObs is what the test observed during one Run.
+type runObs struct {
+	lastStart map[string]int64 // per order key (or "" when checked globally), the last event started
+	inside    map[string]int   // per key, handler calls running
+	opens     []comboOpen
+}
+
+type comboOpen struct {
+	after int64
+	at    time.Time
+}
+
+func (s *scenario) violate(format string, args ...any) {
+	s.violations = append(s.violations, fmt.Sprintf("step %d: ", s.step)+fmt.Sprintf(format, args...))
+}
+
+// markDone records seq as handled or parked; s.mu is held.
+func (s *scenario) markDone(seq int64) {
+	s.done[seq-1] = true
+	for s.donePrefix < int64(len(s.done)) && s.done[s.donePrefix] {
+		s.donePrefix++
+	}
+}
+
+// checkCommit checks a cursor about to be (or just) committed or saved;
+// s.mu is held.
+func (s *scenario) checkCommit(what string, c int64) {
+	if c > s.donePrefix {
+		s.violate("%s %d passes unfinished event %d (handler calls %d)", what, c, s.donePrefix+1, s.calls[s.donePrefix+1])
+	}
+}
+
+// orderKey is the key under which order and overlap are checked, and
+// whether they are checked at all.
+func (s *scenario) orderKey(e ev) (string, bool) {
+	switch {
+	case s.c.n == 1:
+		return "", true
+	case s.c.key:
+		return e.Value, true
+	}
+	return "", false
+}
+
+// start records a handler call of e and returns its outcome.
+func (s *scenario) start(e ev) outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlerRuns++
+	k := s.calls[e.Seq]
+	s.calls[e.Seq]++
+	if e.Value == "beat" {
+		s.violate("the heartbeat at %d reached the handler", e.Seq)
+	}
+	if key, ok := s.orderKey(e); ok {
+		if last, seen := s.run.lastStart[key]; seen && e.Seq < last {
+			s.violate("order: event %d (key %q) started after event %d in the same Run", e.Seq, key, last)
+		}
+		s.run.lastStart[key] = e.Seq
+		if s.run.inside[key] > 0 {
+			s.violate("overlap: event %d (key %q) started while %d of its key ran", e.Seq, key, s.run.inside[key])
+		}
+		s.run.inside[key]++
+	}
+	if p := s.plans[e.Seq]; k < len(p) {
+		return p[k]
+	}
+	return outOK
+}
+
+// finish records the end of a handler call of e; ok: it returned nil or
+// ErrStop.
+func (s *scenario) finish(e ev, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key, checked := s.orderKey(e); checked {
+		s.run.inside[key]--
+	}
+	if ok {
+		s.markDone(e.Seq)
+	}
+}
+
+// handle is the Run handler.
+func (s *scenario) handle(_ context.Context, e ev) error {
+	o := s.start(e)
+	ok := false // a panic leaves it false
+	defer func() { s.finish(e, ok) }()
+	switch o {
+	case outError:
+		return fmt.Errorf("event %d: %w", e.Seq, errComboHandler)
+	case outRetryable:
+		return errclass.RetryAfter(fmt.Errorf("event %d: %w", e.Seq, errComboHandler), 50*time.Millisecond)
+	case outPermanent:
+		return errclass.Permanent(fmt.Errorf("event %d: %w", e.Seq, errComboHandler))
+	case outStop:
+		ok = true
+		return stream.ErrStop
+	case outPanic:
+		panic(comboPanic{seq: e.Seq})
+	case outSlow:
+		time.Sleep(s.slowFor[e.Seq]) // fake time
+	}
+	ok = true
+	return nil
+}
+
+// park is the dead letter.
+func (s *scenario) park(_ context.Context, e ev, _ error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.life.parked = append(s.life.parked, e.Seq)
+	s.markDone(e.Seq)
+	return nil
+}
+
+// resyncFn replays the events after the committed cursor up to a random
+// point and returns that point.
+func (s *scenario) resyncFn(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+	s.mu.Lock()
+	r := s.r
+	s.mu.Unlock()
+	from := r.Cursor()
+	s.mu.Lock()
+	to := min(int64(len(s.log)), from+1+int64(s.resRand.IntN(8)))
+	s.mu.Unlock()
+	for seq := from + 1; seq <= to; seq++ {
+		if s.log[seq-1] == "beat" {
+			continue
+		}
+		if err := emit(ev{Seq: seq, Value: s.log[seq-1]}); err != nil {
+			return 0, err
+		}
+	}
+	return to, nil
+}
+
+// comboSource counts the Opens of the scripted Source.
+type comboSource struct{ s *scenario }
+
+func (cs comboSource) Open(ctx context.Context, after int64) (stream.Conn[ev], error) {
+	s := cs.s
+	s.mu.Lock()
+	s.run.opens = append(s.run.opens, comboOpen{after: after, at: time.Now()})
+	s.mu.Unlock()
+	c, err := s.src.Open(ctx, after)
+	if err == nil {
+		s.mu.Lock()
+		s.life.opens++
+		s.mu.Unlock()
+	}
+	return c, err
+}
+
+// comboStore is a memory Store whose Saves fail or are slow as scripted;
+// it checks every cursor saved.
+type comboStore struct {
+	s     *scenario
+	mu    sync.Mutex
+	saved int64
+	calls int
+	fail  map[int]bool          // Save calls (from 1) that fail
+	slow  map[int]time.Duration // Save calls that take this long (honouring ctx)
+}
+
+func (st *comboStore) Load(context.Context) (int64, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.saved, nil
+}
+
+func (st *comboStore) Save(ctx context.Context, c int64) error {
+	st.mu.Lock()
+	st.calls++
+	k := st.calls
+	st.mu.Unlock()
+	s := st.s
+	s.mu.Lock()
+	s.checkCommit("Store.Save of cursor", c)
+	s.mu.Unlock()
+	if d := st.slow[k]; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			s.countSave(false)
+			return ctx.Err()
+		}
+	}
+	if st.fail[k] {
+		s.countSave(false)
+		return errors.New("combo: store unavailable")
+	}
+	st.mu.Lock()
+	if c < st.saved {
+		s.mu.Lock()
+		s.violate("Store.Save(%d) after Save(%d): the saved cursor went back", c, st.saved)
+		s.mu.Unlock()
+	}
+	st.saved = c
+	st.mu.Unlock()
+	s.countSave(true)
+	return nil
+}
+
+func (st *comboStore) value() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.saved
+}
+
+func (s *scenario) countSave(ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		s.life.saves++
+	} else {
+		s.life.saveFails++
+	}
+}
+
+// newScenario draws the log and the faults of one seed of c.
+func newScenario(t *testing.T, c combo, seed uint64) *scenario {
+	rng := rand.New(rand.NewPCG(seed, uint64(len(c.String()))^0x5eed))
+	s := &scenario{
+		c: c, seed: seed, t: t,
+		plans:   map[int64][]outcome{},
+		slowFor: map[int64]time.Duration{},
+		calls:   map[int64]int{},
+		resRand: rand.New(rand.NewPCG(seed, 7)),
+	}
+	s.log = make([]string, comboEvents)
+	s.done = make([]bool, comboEvents)
+	for i := range s.log {
+		if i > 0 && rng.IntN(10) == 0 {
+			s.log[i] = "beat"
+			s.done[i] = true
+			continue
+		}
+		s.log[i] = "k" + strconv.Itoa(rng.IntN(comboKeys))
+		seq := int64(i + 1)
+		if rng.IntN(4) == 0 { // a quarter of the events misbehave at first
+			for range 1 + rng.IntN(2) {
+				o := outcome(1 + rng.IntN(6))
+				s.plans[seq] = append(s.plans[seq], o)
+				if o == outSlow {
+					s.slowFor[seq] = time.Duration(200+rng.IntN(800)) * time.Millisecond
+				}
+				if o == outStop {
+					break
+				}
+			}
+		}
+	}
+	for s.donePrefix < int64(len(s.done)) && s.done[s.donePrefix] {
+		s.donePrefix++
+	}
+	kinds := []streamtest.Kind{streamtest.FailOpen, streamtest.EndAfter, streamtest.BreakAfter,
+		streamtest.DelayAfter, streamtest.ExpireAfter, streamtest.EndStreamAfter}
+	script := streamtest.RandomScript(rng, 4+rng.IntN(12), 6, 3*time.Second, kinds...)
+	s.src = streamtest.NewSource(s.log, script...)
+	s.script = script
+	s.store = &comboStore{s: s, fail: map[int]bool{}, slow: map[int]time.Duration{}}
+	for range rng.IntN(4) {
+		s.store.fail[1+rng.IntN(40)] = true
+	}
+	for range rng.IntN(4) {
+		s.store.slow[1+rng.IntN(40)] = time.Duration(100+rng.IntN(1900)) * time.Millisecond
+	}
+	return s
+}
+
+// newResumer makes the Resumer of a new life.
+func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
+	opts := []stream.Option{
+		stream.WithBackoff(backoff.Exponential(backoff.WithInitialInterval(100*time.Millisecond),
+			backoff.WithMaxInterval(2*time.Second), backoff.WithMultiplier(2), backoff.WithJitter(0))),
+		stream.WithConcurrency(s.c.n),
+		stream.WithHooks(stream.Hooks[int64]{
+			OnConnect: func(stream.ConnectEvent[int64]) {
+				s.mu.Lock()
+				s.life.connects++
+				s.mu.Unlock()
+			},
+			OnCommit: func(e stream.CommitEvent[int64]) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.checkCommit("OnCommit cursor", e.Cursor)
+				if e.Cursor < s.life.lastCommit {
+					s.violate("OnCommit(%d) after OnCommit(%d): the cursor went back", e.Cursor, s.life.lastCommit)
+				}
+				s.life.lastCommit = e.Cursor
+				if e.Progress {
+					s.life.commitProgress++
+				} else {
+					s.life.commitEvents++
+				}
+			},
+			OnResync: func(e stream.ResyncEvent[int64]) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.checkCommit("resync cursor", e.To)
+				s.life.resyncs++
+				s.life.replayed += e.Replayed
+			},
+		}),
+	}
+	if s.c.key {
+		opts = append(opts, stream.WithOrderKey(func(e ev) string { return e.Value }))
+	}
+	if s.c.retry {
+		opts = append(opts, stream.WithHandlerRetry(3, backoff.Constant(10*time.Millisecond)))
+	}
+	if s.c.dl {
+		opts = append(opts, stream.WithDeadLetter(s.park))
+	}
+	switch s.c.cadence {
+	case "every10":
+		opts = append(opts, stream.WithCheckpointEvery(10))
+	case "interval":
+		opts = append(opts, stream.WithCheckpointInterval(time.Second))
+	}
+	if s.c.resync {
+		opts = append(opts, stream.WithResync(s.resyncFn))
+	}
+	r, err := stream.New[ev, int64](comboSource{s}, heartbeatExtract, s.store, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.r = r
+	s.life = lifeObs{lastCommit: s.store.value()}
+	s.mu.Unlock()
+	return r, nil
+}
+
+// runStep runs one Run (or All loop) and returns what it returned or
+// panicked with.
+func (s *scenario) runStep(ctx context.Context, r *stream.Resumer[ev, int64]) (panicked any, err error) {
+	defer func() { panicked = recover() }()
+	if !s.c.all {
+		return nil, r.Run(ctx, s.handle)
+	}
+	for e, yerr := range r.All(ctx) {
+		if yerr != nil {
+			return nil, yerr
+		}
+		o := s.start(e)
+		switch o {
+		case outOK, outSlow:
+			if o == outSlow {
+				time.Sleep(s.slowFor[e.Seq])
+			}
+			s.finish(e, true)
+			continue
+		case outPanic:
+			s.finish(e, false)
+			panic(comboPanic{seq: e.Seq})
+		}
+		s.finish(e, false) // an error or a stop: break, leaving the event uncommitted
+		return nil, errBreakLoop
+	}
+	return nil, nil
+}
+
+// errBreakLoop marks an All step that broke out of its loop.
+var errBreakLoop = errors.New("combo: broke out of the All loop")
+
+// checkRefused checks that All refuses n > 1: one error matching
+// ErrInvalidOption, nothing else.
+func (s *scenario) checkRefused() {
+	r, err := s.newResumer()
+	if err != nil {
+		s.violate("New() = %v", err)
+		return
+	}
+	yields := 0
+	for e, err := range r.All(context.Background()) {
+		yields++
+		if !errors.Is(err, stream.ErrInvalidOption) {
+			s.violate("All with n=%d yielded (%v, %v), want an error matching ErrInvalidOption", s.c.n, e, err)
+		}
+	}
+	if yields != 1 {
+		s.violate("All with n=%d yielded %d times, want once", s.c.n, yields)
+	}
+	if got := s.calls; len(got) > 0 || s.src.Opens() != nil {
+		s.violate("All with n=%d opened the Source or handled events", s.c.n)
+	}
+}
+
+// play runs the scenario's steps until the stream ended and every fault
+// was spent.
+func (s *scenario) play() {
+	if s.c.all && s.c.n > 1 {
+		s.steps = 1
+		s.checkRefused()
+		return
+	}
+	rng := rand.New(rand.NewPCG(s.seed, 99))
+	cancels := rng.IntN(4) // steps cancelled at a random fake moment
+	r, err := s.newResumer()
+	if err != nil {
+		s.violate("New() = %v", err)
+		return
+	}
+	for s.step = 1; s.step <= comboMaxSteps; s.step++ {
+		s.steps = s.step
+		s.mu.Lock()
+		s.run = runObs{lastStart: map[string]int64{}, inside: map[string]int{}}
+		s.mu.Unlock()
+		ctx, stop := context.WithTimeoutCause(context.Background(), comboStepDeadline, errComboStall)
+		if s.step <= cancels {
+			cctx, cancel := context.WithCancel(ctx)
+			t := time.AfterFunc(time.Duration(rng.IntN(3000))*time.Millisecond, cancel)
+			panicked, err := s.runStep(cctx, r)
+			t.Stop()
+			cancel()
+			s.afterStep(ctx, r, err, panicked)
+			stop()
+			if panicked != nil || rng.IntN(3) == 0 {
+				if r, err = s.newResumer(); err != nil {
+					s.violate("New() = %v", err)
+					return
+				}
+			}
+			continue
+		}
+		panicked, err := s.runStep(ctx, r)
+		finished := s.afterStep(ctx, r, err, panicked) && err == nil && panicked == nil && r.Cursor() == int64(len(s.log))
+		stop()
+		if finished {
+			s.checkEnd(r)
+			return
+		}
+		if len(s.violations) >= comboMaxReports {
+			return
+		}
+		if panicked != nil || rng.IntN(3) == 0 { // a crash, or a restart
+			if r, err = s.newResumer(); err != nil {
+				s.violate("New() = %v", err)
+				return
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violate("the stream did not finish in %d steps: cursor %d of %d, saved %d, first unfinished event %d",
+		comboMaxSteps, s.r.Cursor(), len(s.log), s.store.value(), s.donePrefix+1)
+}
+
+// afterStep checks the invariants after a step; it reports whether the
+// step ended on its own (not stalled).
+func (s *scenario) afterStep(ctx context.Context, r *stream.Resumer[ev, int64], err error, panicked any) bool {
+	synctest.Wait() // whatever the library left running has settled
+	if _, ok := panicked.(comboPanic); panicked != nil && !ok {
+		s.mu.Lock()
+		s.violate("Run panicked with %v, not a handler's panic", panicked)
+		s.mu.Unlock()
+	}
+	if leaked := libraryGoroutines(); len(leaked) > 0 {
+		s.mu.Lock()
+		s.violate("%d goroutines of the library left after Run returned:\n%s", len(leaked), strings.Join(leaked, "\n"))
+		s.mu.Unlock()
+	}
+	st := r.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stalled := errors.Is(context.Cause(ctx), errComboStall)
+	s.trace = append(s.trace, fmt.Sprintf("step %d: returned %v, panicked %v; cursor %d, saved %d, %d Opens, stats %+v",
+		s.step, err, panicked, st.Cursor, s.store.value(), len(s.run.opens), st))
+	if stalled {
+		s.violate("Run still going after a fake %v (returned %v): stalled", comboStepDeadline, err)
+	}
+	if errors.Is(err, stream.ErrInvalidOption) {
+		s.violate("Run() = %v", err)
+	}
+	l := s.life
+	if st.Cursor != r.Cursor() {
+		s.violate("Stats().Cursor = %d, Cursor() = %d", st.Cursor, r.Cursor())
+	}
+	s.checkCommit("Cursor()", st.Cursor)
+	if st.InFlight != 0 {
+		s.violate("Stats().InFlight = %d after Run returned", st.InFlight)
+	}
+	if int(st.Opens) != l.opens || l.connects != l.opens {
+		s.violate("Stats().Opens = %d, OnConnect %d times, %d Opens succeeded", st.Opens, l.connects, l.opens)
+	}
+	// One OnCommit per completed resync may be the resync's cursor
+	// (concurrency.md promises it), which counts in neither Events nor
+	// Progress.
+	if p := int(st.Progress); p > l.commitProgress || p < l.commitProgress-l.resyncs {
+		s.violate("Stats().Progress = %d, OnCommit(progress) %d times, %d resyncs", st.Progress, l.commitProgress, l.resyncs)
+	}
+	if e := int(st.Events); e > l.commitEvents+l.replayed || e < l.commitEvents+l.replayed-l.resyncs {
+		s.violate("Stats().Events = %d, want %d: OnCommit %d times + %d replayed by completed resyncs (%d)", st.Events, l.commitEvents+l.replayed, l.commitEvents, l.replayed, l.resyncs)
+	}
+	if int(st.Resyncs) != l.resyncs {
+		s.violate("Stats().Resyncs = %d, OnResync %d times", st.Resyncs, l.resyncs)
+	}
+	if int(st.Saves) != l.saves || int(st.SaveErrors) > l.saveFails {
+		s.violate("Stats() Saves = %d, SaveErrors = %d; the Store saw %d Saves succeed and %d fail", st.Saves, st.SaveErrors, l.saves, l.saveFails)
+	}
+	committedParks := 0
+	for _, seq := range l.parked {
+		if seq <= st.Cursor {
+			committedParks++
+		}
+	}
+	if int(st.Parked) > committedParks {
+		s.violate("Stats().Parked = %d, but %d of the %d events parked (%v) are committed (cursor %d)", st.Parked, committedParks, len(l.parked), l.parked, st.Cursor)
+	}
+	if !s.c.retry && st.HandlerRetries != 0 {
+		s.violate("Stats().HandlerRetries = %d without WithHandlerRetry", st.HandlerRetries)
+	}
+	if st.Skipped != 0 {
+		s.violate("Stats().Skipped = %d without WithSkipRepeats", st.Skipped)
+	}
+	if panicked == nil && st.FinalSaveError == nil && s.store.value() != st.Cursor {
+		s.violate("the Store holds %d after Run returned %v, want the committed %d (no final save error)", s.store.value(), err, st.Cursor)
+	}
+	s.checkOpens()
+	return !stalled
+}
+
+// checkOpens checks that a Run did not reopen at an unchanged cursor more
+// than comboMaxRetryOpens times in any fake second.
+func (s *scenario) checkOpens() {
+	var same []time.Time
+	for i := 1; i < len(s.run.opens); i++ {
+		if s.run.opens[i].after == s.run.opens[i-1].after {
+			same = append(same, s.run.opens[i].at)
+		}
+	}
+	for i := range same {
+		j := i
+		for j < len(same) && same[j].Sub(same[i]) < time.Second {
+			j++
+		}
+		if j-i > comboMaxRetryOpens {
+			s.violate("hot loop: %d Opens at an unchanged cursor within a fake second (from %v)", j-i, same[i].Format(time.StampMilli))
+			return
+		}
+	}
+}
+
+// checkEnd checks the end of a scenario: every event handled or parked.
+func (s *scenario) checkEnd(r *stream.Resumer[ev, int64]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, d := range s.done {
+		if !d {
+			s.violate("the stream ended (cursor %d) but event %d was never handled nor parked (%d calls)", r.Cursor(), i+1, s.calls[int64(i+1)])
+			break
+		}
+	}
+	if got := s.store.value(); got != int64(len(s.log)) {
+		s.violate("the Store holds %d at the end, want %d", got, len(s.log))
+	}
+}
+
+// libraryGoroutines returns the stacks of goroutines running code of
+// package stream (the library, not its tests).
+func libraryGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	self, _, _ := strings.Cut(string(buf), "[") // "goroutine N ": the caller, listed first
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.HasPrefix(g, self) && strings.Contains(g, "resumable-go/resumable/stream.(") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// comboSeedList returns the seeds to run per combination.
+func comboSeedList() []uint64 {
+	n := *comboSeeds
+	if n == 0 {
+		if env, err := strconv.Atoi(os.Getenv("RESUMABLE_COMBO_SEEDS")); err == nil && env > 0 {
+			n = env
+		} else {
+			n = 1
+		}
+	}
+	first := *comboSeed
+	if first == 0 {
+		first = 1
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = first + uint64(i)
+	}
+	return seeds
+}
+
+func TestCombinations(t *testing.T) {
+	seeds := comboSeedList()
+	var total struct {
+		combos, scenarios, steps, handlerCalls, failed int
+	}
+	for _, c := range combos() {
+		t.Run(c.String(), func(t *testing.T) {
+			total.combos++
+			for _, seed := range seeds {
+				var s *scenario
+				synctest.Test(t, func(t *testing.T) {
+					s = newScenario(t, c, seed)
+					s.play()
+				})
+				total.scenarios++
+				total.steps += s.steps
+				total.handlerCalls += s.handlerRuns
+				if len(s.violations) > 0 {
+					total.failed++
+					v := s.violations[:min(len(s.violations), comboMaxReports)]
+					t.Errorf("seed %d, %s (replay: -run 'TestCombinations/%s$' -combo.seed=%d), %d violations:\n%s",
+						seed, c, c, seed, len(s.violations), strings.Join(v, "\n"))
+					if testing.Verbose() {
+						t.Logf("seed %d, %s: log %v\nplans %v\nscript %v\n%s", seed, c, s.log, s.plans, s.script, strings.Join(s.trace, "\n"))
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d combinations × %d seeds: %d scenarios, %d steps (Runs and All loops), %d handler calls; %d scenarios failed",
+		total.combos, len(seeds), total.scenarios, total.steps, total.handlerCalls, total.failed)
+}
