@@ -234,13 +234,10 @@ func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
 	if ctx.Err() != nil {
 		return o.final(ctx.Err())
 	}
-	if err := r.checkpoint(ctx, false); err != nil {
-		if o.end == cleanEnd || o.end == resynced {
-			o.err = err
-		} else {
-			o.err = errors.Join(o.err, err)
-		}
-		o.end, o.noResync = saveFailed, true
+	// A failed try keeps its own error (an expiry still resyncs); the
+	// Store is saved again at the next checkpoint, or when Run returns.
+	if err := r.checkpoint(ctx, false); err != nil && (o.end == cleanEnd || o.end == resynced) {
+		o.end, o.err, o.noResync = saveFailed, err, true
 	}
 	return o
 }
@@ -554,9 +551,6 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 	after, err := r.resync(ctx, cause, rp.emit)
 	rp.over.Store(true)
 	herr := rp.finish(err == nil)
-	r.mu.Lock()
-	r.stats.Events += uint64(rp.n)
-	r.mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
 		return outcome{end: finalEnd, err: ctx.Err()}
@@ -570,6 +564,9 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 		// Expired again is no reason to resync twice in a row.
 		return outcome{end: failed, err: fmt.Errorf("stream: resync after expired cursor %s: %w", text(from), err), noResync: true}
 	}
+	r.mu.Lock()
+	r.stats.Events += uint64(rp.n) // a completed replay's, committed with its cursor
+	r.mu.Unlock()
 	serr := r.commit(ctx, after, resyncEnd, true)
 	if r.hooks.OnResync != nil {
 		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: rp.n})

@@ -383,7 +383,7 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 	ctxDone := ctx.Done()
 	last := r.cur()
 	paused := false
-	for end == nil || !w.settled() {
+	for {
 		for end == nil && !w.full() && q.ready() {
 			rv := q.take()
 			if rv.err != nil {
