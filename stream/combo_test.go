@@ -42,6 +42,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -163,7 +164,6 @@ type comboPanic struct{ seq int64 }
 type scenario struct {
 	c    combo
 	seed uint64
-	t    *testing.T
 
 	log     []string            // "k0".."k3", or "beat"
 	plans   map[int64][]outcome // per event, the outcomes of its first calls; ok after
@@ -246,7 +246,10 @@ func (s *scenario) start(e ev) outcome {
 	s.handlerRuns++
 	k := s.calls[e.Seq]
 	s.calls[e.Seq]++
-	if e.Value == "beat" {
+	switch {
+	case e.Seq < 1 || e.Seq > int64(len(s.log)) || e.Value != s.log[e.Seq-1]:
+		s.violate("the handler got %+v, which is not in the log", e)
+	case e.Value == "beat":
 		s.violate("the heartbeat at %d reached the handler", e.Seq)
 	}
 	if key, ok := s.orderKey(e); ok {
@@ -273,7 +276,7 @@ func (s *scenario) finish(e ev, ok bool) {
 	if key, checked := s.orderKey(e); checked {
 		s.run.inside[key]--
 	}
-	if ok {
+	if ok && e.Seq >= 1 && e.Seq <= int64(len(s.log)) {
 		s.markDone(e.Seq)
 	}
 }
@@ -338,8 +341,14 @@ type comboSource struct{ s *scenario }
 func (cs comboSource) Open(ctx context.Context, after int64) (stream.Conn[ev], error) {
 	s := cs.s
 	s.mu.Lock()
+	r := s.r
 	s.run.opens = append(s.run.opens, comboOpen{after: after, at: time.Now()})
 	s.mu.Unlock()
+	if c := r.Cursor(); c != after { // concurrency.md: every Open asks for a committed cursor
+		s.mu.Lock()
+		s.violate("Open after %d while the committed cursor is %d", after, c)
+		s.mu.Unlock()
+	}
 	c, err := s.src.Open(ctx, after)
 	if err == nil {
 		s.mu.Lock()
@@ -416,10 +425,12 @@ func (s *scenario) countSave(ok bool) {
 }
 
 // newScenario draws the log and the faults of one seed of c.
-func newScenario(t *testing.T, c combo, seed uint64) *scenario {
-	rng := rand.New(rand.NewPCG(seed, uint64(len(c.String()))^0x5eed))
+func newScenario(c combo, seed uint64) *scenario {
+	h := fnv.New64a()
+	h.Write([]byte(c.String()))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64())) // each combination its own faults
 	s := &scenario{
-		c: c, seed: seed, t: t,
+		c: c, seed: seed,
 		plans:   map[int64][]outcome{},
 		slowFor: map[int64]time.Duration{},
 		calls:   map[int64]int{},
@@ -809,7 +820,7 @@ func TestCombinations(t *testing.T) {
 			for _, seed := range seeds {
 				var s *scenario
 				synctest.Test(t, func(t *testing.T) {
-					s = newScenario(t, c, seed)
+					s = newScenario(c, seed)
 					s.play()
 				})
 				total.scenarios++
