@@ -22,6 +22,10 @@ package stream_test
 //     overlap;
 //   - Stats agree with what the test observed, InFlight is 0 after Run, and
 //     the Store holds the committed cursor unless the final save failed;
+//   - a Run that returns nil ended at the end of the stream, with the cursor
+//     where the Source ended it (or after a handler's ErrStop);
+//   - every Open asks for the committed cursor; every completed resync's
+//     cursor gets an OnCommit; hooks never overlap;
 //   - no goroutine of the library is left once Run returned;
 //   - no hot loop: at most comboMaxRetryOpens Opens at an unchanged cursor
 //     in any fake second of a Run;
@@ -42,12 +46,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -163,7 +169,6 @@ type comboPanic struct{ seq int64 }
 type scenario struct {
 	c    combo
 	seed uint64
-	t    *testing.T
 
 	log     []string            // "k0".."k3", or "beat"
 	plans   map[int64][]outcome // per event, the outcomes of its first calls; ok after
@@ -184,6 +189,7 @@ type scenario struct {
 	handlerRuns int
 	steps       int
 	trace       []string // what each step did, for the failure report
+	hookBusy    atomic.Bool
 	script      []streamtest.Step
 }
 
@@ -193,6 +199,8 @@ type lifeObs struct {
 	saves, saveFails                                                 int
 	parked                                                           []int64 // events parked (park returned nil)
 	lastCommit                                                       int64
+	commits                                                          map[int64]bool // cursors OnCommit reported
+	resyncTos                                                        []int64        // cursors completed resyncs returned
 }
 
 // runObs is what the test observed during one Run.
@@ -200,6 +208,8 @@ type runObs struct {
 	lastStart map[string]int64 // per order key (or "" when checked globally), the last event started
 	inside    map[string]int   // per key, handler calls running
 	opens     []comboOpen
+	eosAt     int64 // the cursor at which a Conn reported the end of the stream; -1: none
+	stopped   bool  // a handler returned ErrStop
 }
 
 type comboOpen struct {
@@ -246,7 +256,10 @@ func (s *scenario) start(e ev) outcome {
 	s.handlerRuns++
 	k := s.calls[e.Seq]
 	s.calls[e.Seq]++
-	if e.Value == "beat" {
+	switch {
+	case e.Seq < 1 || e.Seq > int64(len(s.log)) || e.Value != s.log[e.Seq-1]:
+		s.violate("the handler got %+v, which is not in the log", e)
+	case e.Value == "beat":
 		s.violate("the heartbeat at %d reached the handler", e.Seq)
 	}
 	if key, ok := s.orderKey(e); ok {
@@ -273,7 +286,7 @@ func (s *scenario) finish(e ev, ok bool) {
 	if key, checked := s.orderKey(e); checked {
 		s.run.inside[key]--
 	}
-	if ok {
+	if ok && e.Seq >= 1 && e.Seq <= int64(len(s.log)) {
 		s.markDone(e.Seq)
 	}
 }
@@ -292,6 +305,9 @@ func (s *scenario) handle(_ context.Context, e ev) error {
 		return errclass.Permanent(fmt.Errorf("event %d: %w", e.Seq, errComboHandler))
 	case outStop:
 		ok = true
+		s.mu.Lock()
+		s.run.stopped = true
+		s.mu.Unlock()
 		return stream.ErrStop
 	case outPanic:
 		panic(comboPanic{seq: e.Seq})
@@ -338,15 +354,57 @@ type comboSource struct{ s *scenario }
 func (cs comboSource) Open(ctx context.Context, after int64) (stream.Conn[ev], error) {
 	s := cs.s
 	s.mu.Lock()
+	r := s.r
 	s.run.opens = append(s.run.opens, comboOpen{after: after, at: time.Now()})
 	s.mu.Unlock()
+	if c := r.Cursor(); c != after { // concurrency.md: every Open asks for a committed cursor
+		s.mu.Lock()
+		s.violate("Open after %d while the committed cursor is %d", after, c)
+		s.mu.Unlock()
+	}
 	c, err := s.src.Open(ctx, after)
 	if err == nil {
 		s.mu.Lock()
 		s.life.opens++
 		s.mu.Unlock()
 	}
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	return &comboConn{Conn: c, s: s, last: after}, nil
+}
+
+// comboConn notes where its Source reported the end of the stream.
+type comboConn struct {
+	stream.Conn[ev]
+	s    *scenario
+	last int64 // the last event's cursor (Recv is called from one goroutine at a time)
+}
+
+func (c *comboConn) Recv(ctx context.Context) (ev, error) {
+	e, err := c.Conn.Recv(ctx)
+	switch {
+	case err == nil:
+		c.last = e.Seq
+	case errors.Is(err, stream.ErrEndOfStream):
+		c.s.mu.Lock()
+		c.s.run.eosAt = c.last
+		c.s.mu.Unlock()
+	}
+	return e, err
+}
+
+// hook marks a hook running until the returned function is called, and
+// reports hooks that overlap: the Hooks doc says they run on the Resumer's
+// goroutine.
+func (s *scenario) hook(name string) (leave func()) {
+	if s.hookBusy.Swap(true) {
+		s.mu.Lock()
+		s.violate("%s called while another hook ran", name)
+		s.mu.Unlock()
+		return func() {}
+	}
+	return func() { s.hookBusy.Store(false) }
 }
 
 // comboStore is a memory Store whose Saves fail or are slow as scripted;
@@ -416,10 +474,12 @@ func (s *scenario) countSave(ok bool) {
 }
 
 // newScenario draws the log and the faults of one seed of c.
-func newScenario(t *testing.T, c combo, seed uint64) *scenario {
-	rng := rand.New(rand.NewPCG(seed, uint64(len(c.String()))^0x5eed))
+func newScenario(c combo, seed uint64) *scenario {
+	h := fnv.New64a()
+	h.Write([]byte(c.String()))
+	rng := rand.New(rand.NewPCG(seed, h.Sum64())) // each combination its own faults
 	s := &scenario{
-		c: c, seed: seed, t: t,
+		c: c, seed: seed,
 		plans:   map[int64][]outcome{},
 		slowFor: map[int64]time.Duration{},
 		calls:   map[int64]int{},
@@ -474,13 +534,16 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 		stream.WithConcurrency(s.c.n),
 		stream.WithHooks(stream.Hooks[int64]{
 			OnConnect: func(stream.ConnectEvent[int64]) {
+				defer s.hook("OnConnect")()
 				s.mu.Lock()
 				s.life.connects++
 				s.mu.Unlock()
 			},
 			OnCommit: func(e stream.CommitEvent[int64]) {
+				defer s.hook("OnCommit")()
 				s.mu.Lock()
 				defer s.mu.Unlock()
+				s.life.commits[e.Cursor] = true
 				s.checkCommit("OnCommit cursor", e.Cursor)
 				if e.Cursor < s.life.lastCommit {
 					s.violate("OnCommit(%d) after OnCommit(%d): the cursor went back", e.Cursor, s.life.lastCommit)
@@ -493,12 +556,15 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 				}
 			},
 			OnResync: func(e stream.ResyncEvent[int64]) {
+				defer s.hook("OnResync")()
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				s.checkCommit("resync cursor", e.To)
+				s.life.resyncTos = append(s.life.resyncTos, e.To)
 				s.life.resyncs++
 				s.life.replayed += e.Replayed
 			},
+			OnHandlerError: func(stream.HandlerEvent[int64]) { defer s.hook("OnHandlerError")() },
 		}),
 	}
 	if s.c.key {
@@ -525,7 +591,7 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 	}
 	s.mu.Lock()
 	s.r = r
-	s.life = lifeObs{lastCommit: s.store.value()}
+	s.life = lifeObs{lastCommit: s.store.value(), commits: map[int64]bool{}}
 	s.mu.Unlock()
 	return r, nil
 }
@@ -603,7 +669,7 @@ func (s *scenario) play() {
 	for s.step = 1; s.step <= comboMaxSteps; s.step++ {
 		s.steps = s.step
 		s.mu.Lock()
-		s.run = runObs{lastStart: map[string]int64{}, inside: map[string]int{}}
+		s.run = runObs{lastStart: map[string]int64{}, inside: map[string]int{}, eosAt: -1}
 		s.mu.Unlock()
 		ctx, stop := context.WithTimeoutCause(context.Background(), comboStepDeadline, errComboStall)
 		if s.step <= cancels {
@@ -715,6 +781,19 @@ func (s *scenario) afterStep(ctx context.Context, r *stream.Resumer[ev, int64], 
 	if panicked == nil && st.FinalSaveError == nil && s.store.value() != st.Cursor {
 		s.violate("the Store holds %d after Run returned %v, want the committed %d (no final save error)", s.store.value(), err, st.Cursor)
 	}
+	if err == nil && panicked == nil && !stalled && !s.run.stopped {
+		switch {
+		case s.run.eosAt < 0:
+			s.violate("Run returned nil, but no Conn reported the end of the stream and no handler ErrStop")
+		case st.Cursor != s.run.eosAt:
+			s.violate("Run returned nil at the end of the stream at %d, with the committed cursor at %d", s.run.eosAt, st.Cursor)
+		}
+	}
+	for _, to := range l.resyncTos {
+		if !l.commits[to] {
+			s.violate("no OnCommit for the cursor %d a resync returned", to)
+		}
+	}
 	s.checkOpens()
 	return !stalled
 }
@@ -809,7 +888,7 @@ func TestCombinations(t *testing.T) {
 			for _, seed := range seeds {
 				var s *scenario
 				synctest.Test(t, func(t *testing.T) {
-					s = newScenario(t, c, seed)
+					s = newScenario(c, seed)
 					s.play()
 				})
 				total.scenarios++
