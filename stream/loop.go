@@ -566,6 +566,7 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 	}
 	r.mu.Lock()
 	r.stats.Events += uint64(rp.n) // a completed replay's, committed with its cursor
+	r.stats.Parked += uint64(rp.parked)
 	r.mu.Unlock()
 	serr := r.commit(ctx, after, resyncEnd, true)
 	if r.hooks.OnResync != nil {
@@ -594,6 +595,7 @@ type replay[T, C any] struct {
 	w      *window[T, C] // nil: one handler
 	over   atomic.Bool   // the ResyncFunc returned
 	n      int           // events handled
+	parked int           // of which parked
 	herr   error
 }
 
@@ -619,7 +621,7 @@ func (p *replay[T, C]) emit(ev T) error {
 		}
 		return p.flush()
 	}
-	_, a, err := p.r.inline(p.ctx, p.handle, ev, zero)
+	kind, a, err := p.r.inline(p.ctx, p.handle, ev, zero)
 	switch {
 	case a == stop:
 		p.herr = ErrStop
@@ -627,6 +629,9 @@ func (p *replay[T, C]) emit(ev T) error {
 		p.herr = err
 	default:
 		p.n++
+		if kind == parked {
+			p.parked++
+		}
 	}
 	return p.herr
 }
@@ -662,7 +667,7 @@ func (p *replay[T, C]) finish(ok bool) error {
 	if p.herr == nil {
 		p.herr = p.r.settleReplay(p.ctx, p.w)
 	}
-	p.n, p.w.replayed = p.w.replayed, 0
+	p.n, p.parked, p.w.replayed, p.w.replayParked = p.w.replayed, p.w.replayParked, 0, 0
 	return p.herr
 }
 

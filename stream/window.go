@@ -14,23 +14,24 @@ import (
 // goroutine owns every field but a slot's try results (see slot) and
 // halted, which the handler goroutines read.
 type window[T, C any] struct {
-	slots    []slot[T, C]
-	keys     keyTable[T] // nil: any events may overlap
-	head     uint64
-	tail     uint64
-	ready    []int32    // a min-heap, by seq, of the slots whose key is free
-	n        int        // handler goroutines
-	work     chan int32 // slot indexes to the handler goroutines; holds n
-	done     chan int32 // slot indexes back; holds n
-	running  int        // sent on work, not back
-	halted   atomic.Bool
-	stopAt   uint64 // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
-	err      error  // the failure that ends Run
-	panicked bool
-	panicVal any
-	replayed int          // a resync's replayed events finished since its start
-	inFlight atomic.Int64 // for Stats
-	wg       sync.WaitGroup
+	slots        []slot[T, C]
+	keys         keyTable[T] // nil: any events may overlap
+	head         uint64
+	tail         uint64
+	ready        []int32    // a min-heap, by seq, of the slots whose key is free
+	n            int        // handler goroutines
+	work         chan int32 // slot indexes to the handler goroutines; holds n
+	done         chan int32 // slot indexes back; holds n
+	running      int        // sent on work, not back
+	halted       atomic.Bool
+	stopAt       uint64 // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
+	err          error  // the failure that ends Run
+	panicked     bool
+	panicVal     any
+	replayed     int          // a resync's replayed events finished since its start
+	replayParked int          // of which parked
+	inFlight     atomic.Int64 // for Stats
+	wg           sync.WaitGroup
 }
 
 // startWindow starts the handler goroutines; stop ends them.
@@ -237,7 +238,13 @@ func (r *Resumer[T, C]) advance(ctx context.Context, w *window[T, C]) (commits i
 				w.halt(perr)
 				break
 			}
-			s.state, s.kind = done, parked
+			s.state = done
+			switch s.kind {
+			case handled:
+				s.kind = parked
+			case replayed:
+				w.replayParked++
+			}
 			w.release(i)
 		}
 		if s.state != done {
@@ -496,8 +503,13 @@ func (r *Resumer[T, C]) replayed(ctx context.Context, w *window[T, C], ev T) err
 // settleReplay waits for every replayed event still in the window and
 // returns the first handler failure (or ErrStop).
 func (r *Resumer[T, C]) settleReplay(ctx context.Context, w *window[T, C]) error {
+	ctxDone := ctx.Done()
 	for !w.settled() {
-		_, _ = r.await(ctx, w, ctx.Done())
+		if ctx.Err() != nil { // halted: wait for the running tries alone
+			w.halt(ctx.Err())
+			ctxDone = nil
+		}
+		_, _ = r.await(ctx, w, ctxDone)
 	}
 	return r.replayErr(ctx, w)
 }
