@@ -191,21 +191,22 @@ func TestSourceTrimmedUpToPosition(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, rdb := server(t)
-			ids := add(t, rdb, "s", 0, 4)
+			add(t, rdb, "s", 0, 4)
 			src, _ := redis.NewSource(rdb, "s", redis.WithBlock(20*time.Millisecond))
 			r, _ := redis.NewResumer(src, cursor.NewMemory(""))
-			var last string
 			var wg sync.WaitGroup
+			n := 0
 			err := r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
-				switch e.ID {
-				case ids[3]:
+				n++
+				switch n {
+				case 4:
 					// Caught up: once the reader blocks (its read before
 					// learned where it stands), add one more.
 					wg.Go(func() {
 						awaitBlocked(t, rdb, "xread")
-						last = add(t, rdb, "s", 4, 1)[0]
+						add(t, rdb, "s", 4, 1)
 					})
-				case last:
+				case 5:
 					return stream.ErrStop
 				}
 				return nil
