@@ -363,7 +363,7 @@ func (g *Group) commit(ctx context.Context, id string) error {
 // position, so Load has nothing to load; Save acknowledges.
 type groupStore struct{ g *Group }
 
-func (s groupStore) Load(context.Context) (string, error)   { return "", nil }
+func (s groupStore) Load(context.Context) (string, error)     { return "", nil }
 func (s groupStore) Save(ctx context.Context, c string) error { return s.g.commit(ctx, c) }
 
 // Phases of a connection.
