@@ -286,6 +286,26 @@ func (g *Group) readProbe(cmds probeCmds) (info, groupInfo, error) {
 	return in, gi, nil
 }
 
+// checkMember reports an error matching stream.ErrSourceChanged when this
+// consumer, which read from the group before, is not in it.
+func (g *Group) checkMember(cmd *goredis.XInfoConsumersCmd) error {
+	consumers, err := cmd.Result()
+	if err != nil {
+		return g.classify("XINFO CONSUMERS", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.member {
+		return nil
+	}
+	for _, x := range consumers {
+		if x.Name == g.consumer {
+			return nil
+		}
+	}
+	return fmt.Errorf("redis: consumer %q of group %q: was there, now missing (the group was recreated, or the consumer deleted): %w", g.consumer, g.group, stream.ErrSourceChanged)
+}
+
 // check compares the stream and the group with what g saw of them, and
 // records them; g.mu is held.
 func (g *Group) check(in info, gi groupInfo) error {
@@ -379,8 +399,10 @@ type groupConn struct {
 	buf       []Entry
 	next      int
 	phase     int
-	after     string // phasePending: the last pending ID read
-	claimFrom string // phaseClaim: where XAUTOCLAIM goes on
+	after     string    // phasePending: the last pending ID read
+	claimFrom string    // phaseClaim: where XAUTOCLAIM goes on
+	probed    time.Time // phaseNew: when the stream and the group were last checked
+	idle      bool      // phaseNew: the last read found nothing, unchecked
 
 	mu     sync.Mutex
 	closed bool
@@ -546,31 +568,49 @@ func (c *groupConn) claim(ctx context.Context) error {
 	return nil
 }
 
-// readNew checks the stream and the group and reads new entries: without
-// blocking, then, when there were none, blocking for at most the block
-// time.
+// readNew reads new entries: without blocking, then, when there were
+// none, blocking for at most the block time. Every read is preceded by a
+// look at the group's consumers (this one missing: the group was
+// recreated), and, when the last full check is a block time old or before
+// a blocking read, by a full check of the stream and the group.
 func (c *groupConn) readNew(ctx context.Context) error {
 	g := c.g
 	args := &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, ">"}, Count: g.cfg.count, Block: -1}
+	full := c.idle || time.Since(c.probed) >= g.cfg.block
 	var cmds probeCmds
+	var consumers *goredis.XInfoConsumersCmd
 	var read *goredis.XStreamSliceCmd
 	c.pipeline(ctx, func(p goredis.Pipeliner) {
-		cmds = g.queueProbe(ctx, p)
+		if full {
+			cmds = g.queueProbe(ctx, p)
+		} else {
+			consumers = p.XInfoConsumers(ctx, g.key, g.group)
+		}
 		read = p.XReadGroup(ctx, args)
 	})
-	in, gi, err := g.readProbe(cmds)
-	if err != nil {
-		return err
+	var err error
+	if full {
+		c.probed = time.Now()
+		var in info
+		var gi groupInfo
+		if in, gi, err = g.readProbe(cmds); err == nil {
+			g.mu.Lock()
+			err = g.check(in, gi)
+			g.mu.Unlock()
+		}
+	} else {
+		err = g.checkMember(consumers)
 	}
-	g.mu.Lock()
-	err = g.check(in, gi)
-	g.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	msgs, err := messages(read)
 	if err != nil {
 		return g.classify("XREADGROUP", err)
+	}
+	c.idle = len(msgs) == 0 && !full
+	if c.idle {
+		return nil // check before blocking
 	}
 	if len(msgs) == 0 {
 		g.mu.Lock()
