@@ -193,9 +193,9 @@ func TestHandlesAndStops(t *testing.T) {
 	rdb := client(t, srv)
 	ids := addEntries(t, rdb, 20)
 	c := startConsumer(t, srv, "c1")
-	got := awaitLines(t, c, 20)
+	awaitLines(t, c, 20)
 	more := addEntries(t, rdb, 5)
-	got = awaitLines(t, c, 25)
+	got := awaitLines(t, c, 25)
 	if want := prefixed("handled", append(ids, more...)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
