@@ -128,8 +128,11 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 		g.tmu.Lock()
 		g.tries[e.ID] = d + 1
 		g.tmu.Unlock()
-		// Best effort: a lost count costs one more delivery after a restart.
+		// Best effort: a lost count costs one more delivery after a
+		// restart. The retry will take a while: acknowledge what was
+		// committed before it now rather than after.
 		_ = g.rdb.Do(ctx, "XCLAIM", g.key, g.group, g.consumer, 0, e.ID, "RETRYCOUNT", d+1, "JUSTID").Err()
+		_ = g.flush(ctx)
 		return err
 	}
 }

@@ -330,13 +330,22 @@ func TestKills(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var ids []string
+	poison := map[string]bool{} // every 50th entry
 	batch := entries / (kills + 1)
 	for k := 0; len(ids) < entries; k++ {
-		ids = append(ids, addEntries(t, rdb, min(batch, entries-len(ids)))...)
+		for range min(batch, entries-len(ids)) {
+			if len(ids)%50 == 49 {
+				id := addEntries(t, rdb, 1, "poison", "1")[0]
+				poison[id] = true
+				ids = append(ids, id)
+				continue
+			}
+			ids = append(ids, addEntries(t, rdb, 1)...)
+		}
 		if k < kills {
 			// Kill a consumer once some of this batch was handled: in
 			// the middle of the group's work.
-			awaitTotal(t, cs, len(ids)-batch+1+rng.IntN(batch/2))
+			awaitTotal(t, cs, len(ids)-batch+1+rng.IntN(batch/2)-len(poison))
 			c := cs[rng.IntN(len(cs))]
 			c.proc.Kill()
 			c.start(t)
@@ -347,23 +356,45 @@ func TestKills(t *testing.T) {
 		want[id] = true
 	}
 	end := time.Now().Add(5 * wait)
-	var handled map[string]int
+	var handled, parked map[string]int
 	for {
-		handled = map[string]int{}
+		handled, parked = map[string]int{}, map[string]int{}
 		for _, c := range cs {
 			for _, l := range c.lines() {
 				if id, ok := strings.CutPrefix(l, "handled "); ok {
 					handled[id]++
+				} else if id, ok := strings.CutPrefix(l, "parked "); ok {
+					parked[id]++
 				}
 			}
 		}
-		if len(handled) >= len(want) && pendingCount(t, rdb) == 0 {
+		if len(handled)+len(parked) >= len(want) && pendingCount(t, rdb) == 0 {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatalf("after %v: %d of %d entries handled, %d pending", 5*wait, len(handled), len(want), pendingCount(t, rdb))
+			t.Fatalf("after %v: %d of %d entries handled or parked, %d pending", 5*wait, len(handled)+len(parked), len(want), pendingCount(t, rdb))
 		}
 		time.Sleep(20 * time.Millisecond) // polling the children's output, bounded
+	}
+	for id := range poison {
+		if parked[id] == 0 || handled[id] > 0 {
+			t.Errorf("poison entry %s: parked %d times, handled %d times; want parked, never handled", id, parked[id], handled[id])
+		}
+	}
+	// Each park is recorded at the delivery limit (3) or, when a kill
+	// came between a failure and its count, when it arrived over it.
+	for _, c := range cs {
+		for rec, err := range deadletter.Read[redis.Entry, string](filepath.Join(filepath.Dir(c.out), "dead")) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !poison[rec.Cursor] {
+				t.Errorf("parked %s, not a poison entry", rec.Cursor)
+			}
+			if !strings.Contains(rec.Err, "at delivery 3,") && !strings.Contains(rec.Err, "over the limit 3") {
+				t.Errorf("parked %s: %s; want parked at the delivery limit 3", rec.Cursor, rec.Err)
+			}
+		}
 	}
 	dups := 0
 	for id, n := range handled {
@@ -380,7 +411,7 @@ func TestKills(t *testing.T) {
 			t.Errorf("%s: exit after SIGTERM: %v; stderr:\n%s", c.name, err, childproc.Tail(c.errf, 10))
 		}
 	}
-	t.Logf("%d entries, %d kills: %d duplicates (%s per kill)", len(want), kills, dups, strconv.FormatFloat(float64(dups)/float64(kills), 'f', 1, 64))
+	t.Logf("%d entries (%d poison), %d kills: %d duplicates (%s per kill)", len(want), len(poison), kills, dups, strconv.FormatFloat(float64(dups)/float64(kills), 'f', 1, 64))
 	// Each kill can redeliver at most what the killed consumer held
 	// unacknowledged: one read (100 entries) and the acknowledgements
 	// waiting for the next one (100).
