@@ -383,13 +383,36 @@ func TestGroupTrimmedPastGroup(t *testing.T) {
 	_ = ids
 }
 
+// TestGroupConcurrencyAcknowledgesAll: with 8 handlers, every entry is
+// handled, and once all are committed and Run stopped, all are
+// acknowledged.
 func TestGroupConcurrencyAcknowledgesAll(t *testing.T) {
 	_, rdb := server(t)
 	ids := add(t, rdb, "s", 0, 300)
 	g := newGroup(t, rdb, "c1", redis.WithCount(32))
-	got, err := handleUntil(t, g, 300, nil, stream.WithConcurrency(8))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	commits := 0
+	r, err := redis.NewGroupResumer(g, stream.WithConcurrency(8), stream.WithHooks(stream.Hooks[string]{
+		OnCommit: func(stream.CommitEvent[string]) {
+			if commits++; commits == len(ids) {
+				cancel()
+			}
+		},
+	}))
 	if err != nil {
-		t.Fatalf("Run() = %v, want nil", err)
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	err = r.Run(ctx, g.Handler(func(_ context.Context, e redis.Entry) error {
+		mu.Lock()
+		got = append(got, e.ID)
+		mu.Unlock()
+		return nil
+	}))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
 	}
 	slices.SortFunc(got, redis.CompareIDs)
 	if diff := cmp.Diff(ids, got); diff != "" {
