@@ -8,6 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/resumable-go/resumable/adapters/redis"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/deadletter"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -41,5 +42,29 @@ func ExampleNewGroupResumer() {
 		fmt.Println("order", e.ID, e.Values["amount"])
 		return nil
 	}))
+	fmt.Println(err)
+}
+
+// A single reader of the stream "orders", its cursor (the last entry ID
+// handled) in a file.
+func ExampleNewResumer() {
+	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	src, err := redis.NewSource(rdb, "orders")
+	if err != nil {
+		panic(err)
+	}
+	store, err := cursor.NewFile("orders.cursor", "", cursor.String())
+	if err != nil {
+		panic(err)
+	}
+	r, err := redis.NewResumer(src, store)
+	if err != nil {
+		panic(err)
+	}
+	err = r.Run(context.Background(), func(ctx context.Context, e redis.Entry) error {
+		fmt.Println("order", e.ID, e.Values["amount"])
+		return nil
+	})
 	fmt.Println(err)
 }

@@ -458,15 +458,24 @@ func (c *groupConn) pipeline(ctx context.Context, queue func(goredis.Pipeliner))
 	g := c.g
 	ids := g.takeAcks()
 	var ack *goredis.IntCmd
-	_, _ = g.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	// Not cancelled with ctx: the acknowledgements must go out even when
+	// the stream is stopping (the read does not block).
+	pctx := context.WithoutCancel(ctx)
+	_, _ = g.rdb.Pipelined(pctx, func(p goredis.Pipeliner) error {
 		if len(ids) > 0 {
-			ack = p.XAck(ctx, g.key, g.group, ids...)
+			ack = p.XAck(pctx, g.key, g.group, ids...)
 		}
 		queue(p)
 		return nil
 	})
 	if ack != nil && ack.Err() != nil {
 		g.giveBack(ids)
+		if c.isClosed() {
+			// Close may have flushed before they came back.
+			fctx, cancel := context.WithTimeout(pctx, closeTimeout)
+			defer cancel()
+			_ = g.flush(fctx)
+		}
 	}
 }
 

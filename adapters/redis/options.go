@@ -63,9 +63,10 @@ func WithCount(n int) Option {
 
 // WithBlock sets how long one blocking read waits for new entries (BLOCK)
 // before the connection checks the stream again. It bounds how long a
-// Conn's Close waits for a read in progress (go-redis does not interrupt a
-// blocking read when its context ends). Default 1s; d below 1ms makes the
-// constructor fail.
+// read in progress takes to return after its connection was closed or its
+// context ended (go-redis does not interrupt a blocking read), and how
+// long a recreated stream or group may go unnoticed by an idle consumer.
+// Default 1s; d below 1ms makes the constructor fail.
 func WithBlock(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
