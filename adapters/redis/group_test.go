@@ -453,3 +453,52 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupAcknowledgesOnlyThePrefix: under WithConcurrency, entries
+// handled after an unfinished one are not acknowledged until it finished.
+func TestGroupAcknowledgesOnlyThePrefix(t *testing.T) {
+	_, rdb := server(t)
+	ids := add(t, rdb, "s", 0, 4)
+	g := newGroup(t, rdb, "c1")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	release := make(chan struct{})
+	later := make(chan string, 3)
+	commits := 0
+	r, err := redis.NewGroupResumer(g, stream.WithConcurrency(4), stream.WithHooks(stream.Hooks[string]{
+		OnCommit: func(stream.CommitEvent[string]) {
+			if commits++; commits == len(ids) {
+				cancel()
+			}
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, g.Handler(func(_ context.Context, e redis.Entry) error {
+			if e.ID == ids[0] {
+				<-release
+				return nil
+			}
+			later <- e.ID
+			return nil
+		}))
+	}()
+	for range 3 {
+		<-later
+	}
+	// The three after the first are handled; the first is not: nothing
+	// may be acknowledged.
+	if diff := cmp.Diff(map[string]int64{"c1": 4}, pending(t, g)); diff != "" {
+		t.Errorf("pending while the first entry is in hand (-want +got):\n%s", diff)
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
+	}
+	if p := pending(t, g); len(p) != 0 {
+		t.Errorf("pending after the first finished = %v, want none", p)
+	}
+}
