@@ -1,0 +1,35 @@
+// Package redis reads Redis Streams as a stream.Source, over go-redis v9:
+// a single reader with the entry ID as cursor, or a consumer of a consumer
+// group that never loses an entry and never silently starts over.
+//
+// A [Source] reads with XREAD after the cursor kept in any cursor.Store (a
+// file, etcd's fenced store, PostgreSQL with Transactional); run it with
+// [NewResumer]. A [Group] reads with XREADGROUP as one named consumer; run
+// it with [NewGroupResumer] and a handler wrapped by [Group.Handler].
+//
+// Rules of use:
+//   - In group mode the group is the Store: an entry is acknowledged
+//     (XACK) only once the stream committed it — under
+//     stream.WithConcurrency, the contiguous prefix of handled entries.
+//     A crash redelivers at most what was read and not yet acknowledged.
+//   - After a start, a consumer gets its own pending entries first, then
+//     those idle for longer than [WithClaimIdle] in other consumers'
+//     lists, then new ones. Give each process a fixed consumer name.
+//   - An entry delivered [WithMaxDeliveries] times is parked
+//     (stream.WithDeadLetter) and then acknowledged; without a dead letter
+//     Run ends and the entry stays pending. Never dropped without a record.
+//   - A stream or group that disappeared or was recreated (a restart
+//     without persistence, FLUSHALL, DEL, XGROUP DESTROY) is
+//     stream.ErrSourceChanged; a group is created only by the first Open
+//     of a Group's life. Entries removed (XTRIM, MAXLEN) before they were
+//     read or acknowledged are errclass.Expired, for a resync hook.
+//   - WRONGTYPE, NOPERM, authentication and syntax errors are
+//     errclass.Permanent; connection errors and LOADING, BUSY, TRYAGAIN and
+//     the like are retried by the stream's loop; MOVED and ASK are
+//     go-redis's (use a ClusterClient). The package retries nothing itself.
+//   - A blocking read lasts at most [WithBlock]: it bounds how long a
+//     closed connection takes to notice.
+//
+// docs/redis.md in the repository has what is acknowledged when, claims,
+// poison entries, and what a lost or trimmed stream looks like.
+package redis

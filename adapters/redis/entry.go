@@ -1,0 +1,81 @@
+package redis
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Entry is one entry of a Redis stream, as a [Source] or a [Group]
+// delivers it.
+type Entry struct {
+	// ID is the entry's ID as Redis writes it ("1733000000000-0").
+	ID string `json:"id"`
+	// Values are the entry's fields and values, as go-redis reads them
+	// (each value a string).
+	Values map[string]any `json:"values"`
+	// Deliveries is how many times the group handed the entry out, this
+	// time included (1 the first time; a restart, a claim and each retry
+	// of [Group.Handler] add one). Zero for a [Source].
+	Deliveries int64 `json:"deliveries,omitempty"`
+}
+
+// ErrPoison is matched by the error [Group.Handler] returns for an entry
+// that reached the group's delivery limit ([WithMaxDeliveries]): it is
+// marked errclass.Permanent, so the stream parks the entry
+// (stream.WithDeadLetter), which is then acknowledged, or ends Run.
+var ErrPoison = errors.New("redis: delivery limit reached")
+
+// Extract is the [cursor.Extractor] of both modes: an entry's cursor is its ID.
+//
+// [cursor.Extractor]: https://pkg.go.dev/github.com/resumable-go/resumable/cursor#Extractor
+func Extract(e Entry) (string, error) { return e.ID, nil }
+
+// CompareIDs orders two stream entry IDs as Redis does (by milliseconds,
+// then sequence), as cmp.Compare does: negative when a is before b. The
+// empty string and "0" are before every ID; text that is not an ID sorts
+// as 0-0.
+func CompareIDs(a, b string) int {
+	am, as := parseID(a)
+	bm, bs := parseID(b)
+	switch {
+	case am < bm:
+		return -1
+	case am > bm:
+		return 1
+	case as < bs:
+		return -1
+	case as > bs:
+		return 1
+	}
+	return 0
+}
+
+// parseID splits an ID into its milliseconds and sequence; what is not an
+// ID is 0-0.
+func parseID(id string) (ms, seq uint64) {
+	m, s, found := strings.Cut(id, "-")
+	ms, err := strconv.ParseUint(m, 10, 64)
+	if err != nil {
+		return 0, 0
+	}
+	if !found {
+		return ms, 0
+	}
+	seq, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, 0
+	}
+	return ms, seq
+}
+
+// validID reports whether id is a complete entry ID (ms-seq).
+func validID(id string) bool {
+	m, s, found := strings.Cut(id, "-")
+	if !found {
+		return false
+	}
+	_, err1 := strconv.ParseUint(m, 10, 64)
+	_, err2 := strconv.ParseUint(s, 10, 64)
+	return err1 == nil && err2 == nil
+}

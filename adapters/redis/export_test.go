@@ -1,0 +1,4 @@
+package redis
+
+// Classify exposes classify to the tests.
+var Classify = classify

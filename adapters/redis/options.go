@@ -1,0 +1,110 @@
+package redis
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/resumable-go/resumable/stream"
+)
+
+// Defaults of the options.
+const (
+	defaultCount         = 100
+	defaultBlock         = time.Second
+	defaultClaimIdle     = 30 * time.Second
+	defaultMaxDeliveries = 5
+)
+
+// Option configures a [Source] or a [Group]. Options are made by the With
+// functions of this package; a nil Option is ignored.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	count         int64
+	block         time.Duration
+	claimIdle     time.Duration
+	maxDeliveries int64
+	groupOnly     []string // names of the group options given
+	errs          []error
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+func newConfig(opts []Option) config {
+	c := config{count: defaultCount, block: defaultBlock, claimIdle: defaultClaimIdle, maxDeliveries: defaultMaxDeliveries}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: redis: "+format, append([]any{stream.ErrInvalidOption}, args...)...))
+}
+
+// WithCount sets how many entries one read asks for (COUNT), and how many
+// acknowledgements may wait to go out with the next read. Default 100;
+// n < 1 makes the constructor fail.
+func WithCount(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.fail("WithCount(%d): want at least 1", n)
+			return
+		}
+		c.count = int64(n)
+	})
+}
+
+// WithBlock sets how long one blocking read waits for new entries (BLOCK)
+// before the connection checks the stream again. It bounds how long a
+// read in progress takes to return after its connection was closed or its
+// context ended (go-redis does not interrupt a blocking read), and how
+// long a recreated stream or group may go unnoticed by an idle consumer.
+// Default 1s; d below 1ms makes the constructor fail.
+func WithBlock(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Millisecond {
+			c.fail("WithBlock(%v): want at least 1ms", d)
+			return
+		}
+		c.block = d
+	})
+}
+
+// WithClaimIdle sets how long an entry may sit in another consumer's
+// pending list before a [Group] claims it (XAUTOCLAIM); it must be longer
+// than the slowest handler call, or a live consumer's entry is claimed
+// and handled twice. Default 30s; 0 turns claims off; a negative d makes
+// NewGroup fail. Group only: NewSource refuses it.
+func WithClaimIdle(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.groupOnly = append(c.groupOnly, "WithClaimIdle")
+		if d < 0 {
+			c.fail("WithClaimIdle(%v): negative", d)
+			return
+		}
+		c.claimIdle = d
+	})
+}
+
+// WithMaxDeliveries sets the delivery limit of a [Group]: [Group.Handler]
+// hands an entry to the handler at most n times (deliveries after a
+// restart or a claim included), then returns [ErrPoison] so that the
+// stream parks it. Default 5; n < 1 makes NewGroup fail. Group only:
+// NewSource refuses it.
+func WithMaxDeliveries(n int) Option {
+	return optionFunc(func(c *config) {
+		c.groupOnly = append(c.groupOnly, "WithMaxDeliveries")
+		if n < 1 {
+			c.fail("WithMaxDeliveries(%d): want at least 1", n)
+			return
+		}
+		c.maxDeliveries = int64(n)
+	})
+}

@@ -1,0 +1,248 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// errClosed is what Recv returns on a Conn that was closed.
+var errClosed = errors.New("redis: connection closed")
+
+// Source is a [stream.Source] of one Redis stream's entries for a single
+// reader (XREAD): the cursor is the ID of the last entry handled, kept in
+// any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
+// time and starts no goroutine.
+//
+// Every read is pipelined with XINFO STREAM, and fails with an error
+// matching stream.ErrSourceChanged when the stream, seen before or named
+// by a cursor, is missing or went back (deleted and added to again), and
+// with an errclass.Expired error when entries after the cursor were
+// trimmed before they were read (see docs/redis.md).
+type Source struct {
+	rdb goredis.UniversalClient
+	key string
+	cfg config
+
+	mu   sync.Mutex
+	hist history
+	pos  string // the last entry read
+	ord  int64  // entries added up to and including pos; 0: unknown
+	// resynced is the cursor the last resync returned: it covers what lay
+	// before it, so Open does not look for a gap behind it.
+	resynced string
+}
+
+var _ stream.Source[Entry, string] = (*Source)(nil)
+
+// NewSource returns a Source over the stream key of rdb (a *Client,
+// *ClusterClient or *Ring of go-redis v9). It returns an error matching
+// stream.ErrInvalidOption for a nil client, an empty key or a bad option.
+func NewSource(rdb goredis.UniversalClient, key string, opts ...Option) (*Source, error) {
+	cfg := newConfig(opts)
+	if rdb == nil || key == "" {
+		cfg.fail("NewSource: nil client or empty stream name")
+	}
+	for _, name := range cfg.groupOnly {
+		cfg.fail("NewSource: %s is an option of a Group", name)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}}, nil
+}
+
+// NewResumer returns a [stream.Resumer] over src with its cursor in store,
+// [Extract] and [CompareIDs] as the cursor order; opts come after these.
+// A fresh store (the empty cursor) reads from the stream's first entry.
+// After a resync (stream.WithResync), the stream goes on after the cursor
+// the resync returned, taken as covering every entry before it.
+func NewResumer(src *Source, store cursor.Store[string], opts ...stream.Option) (*stream.Resumer[Entry, string], error) {
+	if src == nil || store == nil {
+		return nil, fmt.Errorf("%w: redis: NewResumer: nil Source or Store", stream.ErrInvalidOption)
+	}
+	base := []stream.Option{stream.WithCursorOrder(CompareIDs), stream.WithHooks(stream.Hooks[string]{OnResync: src.onResync})}
+	return stream.New(src, Extract, store, append(base, opts...)...)
+}
+
+func (s *Source) onResync(ev stream.ResyncEvent[string]) {
+	s.mu.Lock()
+	s.resynced = ev.To
+	s.mu.Unlock()
+}
+
+// Open returns a connection that delivers the entries after after (from
+// the first entry when after is empty). A non-empty after that is not an
+// entry ID is errclass.Permanent; a stream missing, or whose
+// last-generated-id is before after, is stream.ErrSourceChanged.
+func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], error) {
+	if after != "" && !validID(after) {
+		return nil, errclass.Permanent(fmt.Errorf("redis: stream %q: cursor %q is not an entry ID", s.key, after))
+	}
+	in, err := readInfo(s.key, s.rdb.XInfoStream(ctx, s.key))
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if after != "" && !in.exists {
+		return nil, fmt.Errorf("redis: stream %q: was there at cursor %s, now missing: %w", s.key, after, stream.ErrSourceChanged)
+	}
+	if in.exists && CompareIDs(in.last, after) < 0 {
+		return nil, fmt.Errorf("redis: stream %q: last-generated-id %s is before the cursor %s: %w", s.key, in.last, after, stream.ErrSourceChanged)
+	}
+	if err := s.hist.check(in); err != nil {
+		return nil, err
+	}
+	if after != s.pos {
+		s.pos, s.ord = after, 0
+	}
+	if in.exists && after != "" && after == in.last {
+		s.ord = in.added
+	}
+	if after != s.resynced && gap(in, s.pos, s.ord) {
+		return nil, trimmed(s.key, "the cursor", after, in)
+	}
+	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count)}, nil
+}
+
+// sourceConn is one connection of a Source: it reads from the Source's
+// position on.
+type sourceConn struct {
+	src    *Source
+	buf    []Entry
+	next   int
+	mu     sync.Mutex
+	closed bool
+}
+
+// Recv returns the next entry, reading a batch when none is left: a
+// pipeline of XINFO STREAM and a non-blocking XREAD, then, when that found
+// nothing, a blocking XREAD of at most the block time.
+func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
+	for {
+		if c.next < len(c.buf) {
+			e := c.buf[c.next]
+			c.buf[c.next] = Entry{}
+			c.next++
+			return e, nil
+		}
+		if c.isClosed() {
+			return Entry{}, errClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return Entry{}, err
+		}
+		if err := c.fill(ctx); err != nil {
+			return Entry{}, err
+		}
+	}
+}
+
+func (c *sourceConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// fill reads the next batch into buf.
+func (c *sourceConn) fill(ctx context.Context) error {
+	s := c.src
+	s.mu.Lock()
+	pos := s.pos
+	s.mu.Unlock()
+	from := pos
+	if from == "" {
+		from = "0-0"
+	}
+	var infoCmd *goredis.XInfoStreamCmd
+	var readCmd *goredis.XStreamSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		infoCmd = p.XInfoStream(ctx, s.key)
+		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: -1})
+		return nil
+	})
+	if err != nil && !noKey(err) && !errors.Is(err, goredis.Nil) {
+		return classify("XREAD "+s.key, err)
+	}
+	in, err := readInfo(s.key, infoCmd)
+	if err != nil {
+		return err
+	}
+	if err := c.check(in, pos); err != nil {
+		return err
+	}
+	msgs, err := messages(readCmd)
+	if err != nil {
+		return classify("XREAD "+s.key, err)
+	}
+	if len(msgs) == 0 {
+		msgs, err = messages(s.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block}))
+		if err != nil {
+			return classify("XREAD "+s.key, err)
+		}
+	}
+	c.buf, c.next = c.buf[:0], 0
+	for _, m := range msgs {
+		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values})
+	}
+	if len(msgs) > 0 {
+		s.mu.Lock()
+		if s.ord > 0 {
+			s.ord += int64(len(msgs))
+		}
+		s.pos = msgs[len(msgs)-1].ID
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// check compares what XINFO said with the Source's history and position,
+// and learns the position's ordinal when it is the stream's last entry.
+func (c *sourceConn) check(in info, pos string) error {
+	s := c.src
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.hist.check(in); err != nil {
+		return err
+	}
+	if pos != s.resynced && gap(in, pos, s.ord) {
+		return trimmed(s.key, "the reader's position", pos, in)
+	}
+	switch {
+	case in.exists && pos != "" && pos == in.last:
+		s.ord = in.added
+	case CompareIDs(in.maxDeleted, pos) > 0:
+		s.ord = 0 // entries after pos were deleted: counting them is wrong
+	}
+	return nil
+}
+
+// messages returns the entries of a one-stream XREAD or XREADGROUP reply;
+// none when it timed out.
+func messages(cmd *goredis.XStreamSliceCmd) ([]goredis.XMessage, error) {
+	res, err := cmd.Result()
+	if errors.Is(err, goredis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// Close ends the connection; a read in progress ends within the block
+// time. It may be called more than once.
+func (c *sourceConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return nil
+}

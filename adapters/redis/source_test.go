@@ -1,0 +1,267 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/resumable-go/resumable/adapters/redis"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testkit/redistest"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// runUntil runs r until the handler saw the entry with ID last, and
+// returns the IDs handled.
+func runUntil(t *testing.T, r *stream.Resumer[redis.Entry, string], last string) []string {
+	t.Helper()
+	var got []string
+	err := r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		if e.ID == last {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	return got
+}
+
+func TestSourceResumesAfterCursor(t *testing.T) {
+	_, rdb := server(t)
+	ids := add(t, rdb, "s", 0, 10)
+	src, err := redis.NewSource(rdb, "s", redis.WithCount(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := cursor.NewMemory("")
+	r, err := redis.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ids[:6], runUntil(t, r, ids[5])); diff != "" {
+		t.Errorf("first run (-want +got):\n%s", diff)
+	}
+	more := add(t, rdb, "s", 10, 3)
+	src2, _ := redis.NewSource(rdb, "s")
+	r2, err := redis.NewResumer(src2, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(ids[6:], more...)
+	if diff := cmp.Diff(want, runUntil(t, r2, more[2])); diff != "" {
+		t.Errorf("second run (-want +got):\n%s", diff)
+	}
+}
+
+// TestSourceWaitsForNewEntries: a reader at the end blocks, then gets an
+// entry added afterwards.
+func TestSourceWaitsForNewEntries(t *testing.T) {
+	_, rdb := server(t)
+	ids := add(t, rdb, "s", 0, 2)
+	src, _ := redis.NewSource(rdb, "s", redis.WithBlock(50*time.Millisecond))
+	r, _ := redis.NewResumer(src, cursor.NewMemory(ids[1]))
+	var id string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		awaitBlocked(t, rdb, "xread")
+		id = add(t, rdb, "s", 2, 1)[0]
+	})
+	var got []string
+	err := r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		return stream.ErrStop
+	})
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff([]string{id}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestSourceChanged(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, rdb *goredis.Client)
+	}{
+		{name: "deleted", change: func(t *testing.T, rdb *goredis.Client) { rdb.Del(context.Background(), "s") }},
+		{name: "deleted and added to", change: func(t *testing.T, rdb *goredis.Client) {
+			rdb.Del(context.Background(), "s")
+			add(t, rdb, "s", 100, 2)
+		}},
+		{name: "flushed", change: func(t *testing.T, rdb *goredis.Client) { rdb.FlushAll(context.Background()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rdb := server(t)
+			ids := add(t, rdb, "s", 0, 5)
+			src, _ := redis.NewSource(rdb, "s", redis.WithCount(2), redis.WithBlock(20*time.Millisecond))
+			r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+			var got []string
+			err := r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
+				got = append(got, e.ID)
+				if e.ID == ids[len(ids)-1] {
+					tt.change(t, rdb)
+				}
+				return nil
+			})
+			if !errors.Is(err, stream.ErrSourceChanged) {
+				t.Fatalf("Run() = %v, want an error matching ErrSourceChanged", err)
+			}
+			if diff := cmp.Diff(ids, got); diff != "" {
+				t.Errorf("handled (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSourceCursorOfAnotherStream: a saved cursor beyond the stream's
+// last ID, or for a stream that is missing, is ErrSourceChanged at Open.
+func TestSourceCursorOfAnotherStream(t *testing.T) {
+	_, rdb := server(t)
+	add(t, rdb, "s", 0, 2)
+	for _, after := range []string{"99999999999999-0"} {
+		src, _ := redis.NewSource(rdb, "s")
+		r, _ := redis.NewResumer(src, cursor.NewMemory(after))
+		err := r.Run(t.Context(), func(context.Context, redis.Entry) error { return nil })
+		if !errors.Is(err, stream.ErrSourceChanged) {
+			t.Errorf("Run() after %s = %v, want ErrSourceChanged", after, err)
+		}
+	}
+	src, _ := redis.NewSource(rdb, "missing")
+	r, _ := redis.NewResumer(src, cursor.NewMemory("1-0"))
+	if err := r.Run(t.Context(), func(context.Context, redis.Entry) error { return nil }); !errors.Is(err, stream.ErrSourceChanged) {
+		t.Errorf("Run() on a missing stream = %v, want ErrSourceChanged", err)
+	}
+}
+
+// TestSourceTrimmedPastCursor: entries after the saved cursor were
+// trimmed: Expired, and the resync hook takes over.
+func TestSourceTrimmedPastCursor(t *testing.T) {
+	_, rdb := server(t)
+	ids := add(t, rdb, "s", 0, 10)
+	if err := rdb.XTrimMaxLen(t.Context(), "s", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := redis.NewSource(rdb, "s")
+	r, _ := redis.NewResumer(src, cursor.NewMemory(ids[2]))
+	err := r.Run(t.Context(), func(context.Context, redis.Entry) error { return nil })
+	if !errors.Is(err, errclass.ErrExpired) || errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want Expired, not ErrSourceChanged", err)
+	}
+
+	var causes []error
+	src2, _ := redis.NewSource(rdb, "s")
+	r2, _ := redis.NewResumer(src2, cursor.NewMemory(ids[2]), stream.WithResync(func(_ context.Context, cause error, emit func(redis.Entry) error) (string, error) {
+		causes = append(causes, cause)
+		return ids[6], nil // the resync's own snapshot covers up to here
+	}))
+	if diff := cmp.Diff(ids[7:], runUntil(t, r2, ids[9])); diff != "" {
+		t.Errorf("after the resync (-want +got):\n%s", diff)
+	}
+	if len(causes) != 1 || !errors.Is(causes[0], errclass.ErrExpired) {
+		t.Errorf("resync causes = %v, want one Expired", causes)
+	}
+}
+
+// TestSourceTrimmedUpToPosition: a reader that caught up knows its
+// position's place in the stream, so a trim that removed exactly the
+// entries it read is no loss, while one more is.
+func TestSourceTrimmedUpToPosition(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		added   int // entries added after the reader stopped
+		maxlen  int64
+		expired bool
+	}{
+		{name: "exactly up to the cursor", added: 3, maxlen: 3},
+		{name: "one past the cursor", added: 3, maxlen: 2, expired: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rdb := server(t)
+			add(t, rdb, "s", 0, 4)
+			src, _ := redis.NewSource(rdb, "s", redis.WithBlock(20*time.Millisecond))
+			r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+			var wg sync.WaitGroup
+			n := 0
+			err := r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
+				n++
+				switch n {
+				case 4:
+					// Caught up: once the reader blocks (its read before
+					// learned where it stands), add one more.
+					wg.Go(func() {
+						awaitBlocked(t, rdb, "xread")
+						add(t, rdb, "s", 4, 1)
+					})
+				case 5:
+					return stream.ErrStop
+				}
+				return nil
+			})
+			wg.Wait()
+			if err != nil {
+				t.Fatalf("Run() = %v", err)
+			}
+			var more []string
+			for i := range tt.added {
+				id, err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", MaxLen: tt.maxlen, Values: []string{"n", fmt.Sprint(i)}}).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				more = append(more, id)
+			}
+			var got []string
+			err = r.Run(t.Context(), func(_ context.Context, e redis.Entry) error {
+				got = append(got, e.ID)
+				if e.ID == more[len(more)-1] {
+					return stream.ErrStop
+				}
+				return nil
+			})
+			if tt.expired {
+				if !errors.Is(err, errclass.ErrExpired) {
+					t.Errorf("Run() = %v, want Expired", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Run() = %v, want nil", err)
+			}
+			if diff := cmp.Diff(more, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// awaitBlocked waits until a client of the server is blocked in cmd.
+func awaitBlocked(t *testing.T, rdb *goredis.Client, cmd string) {
+	end := time.Now().Add(redistest.Timeout)
+	for time.Now().Before(end) {
+		list, err := rdb.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, " cmd="+cmd+" ") && strings.Contains(line, " flags=b ") {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond) // polling the server's state, bounded
+	}
+	t.Errorf("no client blocked in %s after %v", cmd, redistest.Timeout)
+}
