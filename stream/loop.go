@@ -681,6 +681,9 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 		r.st.unsaved++
 	}
 	save := moved && !r.st.saveFailed && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
+	if save && r.win.Load() != nil { // the window saves in the background, one save at a time
+		r.st.saveDue, save = true, false
+	}
 	if save {
 		err = r.store.Save(ctx, c)
 		save = err == nil || ctx.Err() == nil

@@ -2,8 +2,10 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // window runs the step under WithConcurrency. Events take slots of a ring
@@ -28,6 +30,11 @@ type window[T, C any] struct {
 	err          error  // the failure that ends Run
 	panicked     bool
 	panicVal     any
+	saves        chan C       // the saver's next cursor to save; holds 1
+	saveErrs     chan error   // the saver's result; holds 1
+	saving       bool         // a save is in flight
+	savingC      C            // its cursor
+	savingN      int          // the commits it covers
 	replayed     int          // a resync's replayed events finished since its start
 	replayParked int          // of which parked
 	inFlight     atomic.Int64 // for Stats
@@ -37,20 +44,74 @@ type window[T, C any] struct {
 // startWindow starts the handler goroutines; stop ends them.
 func (r *Resumer[T, C]) startWindow(ctx context.Context, handle handler[T]) *window[T, C] {
 	w := &window[T, C]{
-		slots: make([]slot[T, C], r.window),
-		ready: make([]int32, 0, r.window),
-		n:     r.handlers,
-		work:  make(chan int32, r.handlers),
-		done:  make(chan int32, r.handlers),
+		slots:    make([]slot[T, C], r.window),
+		ready:    make([]int32, 0, r.window),
+		n:        r.handlers,
+		work:     make(chan int32, r.handlers),
+		done:     make(chan int32, r.handlers),
+		saves:    make(chan C, 1),
+		saveErrs: make(chan error, 1),
 	}
 	if r.keys != nil {
 		w.keys = r.keys(r.window)
 	}
-	w.wg.Add(r.handlers)
+	w.wg.Add(r.handlers + 1)
 	for range r.handlers {
 		go r.handlerLoop(ctx, w, handle)
 	}
+	go func() { // the saver: one Store.Save at a time, off the loop
+		defer w.wg.Done()
+		for c := range w.saves {
+			w.saveErrs <- r.store.Save(ctx, c)
+		}
+	}()
 	return w
+}
+
+// held reports whether reading must wait: the window is full, or a save is
+// in flight while the commits since the last save reached the cadence plus
+// a window (so a crash redelivers at most two windows and the cadence).
+func (r *Resumer[T, C]) held(w *window[T, C]) bool {
+	return w.full() || (w.saving && r.st.unsaved >= max(r.everyN, 1)+len(w.slots))
+}
+
+// startSave hands the committed cursor to the saver when the cadence asked
+// for a save and none is in flight: group commit, so that the Store's
+// latency does not bound the events handled per second.
+func (r *Resumer[T, C]) startSave(w *window[T, C]) {
+	if !r.st.saveDue || w.saving || r.st.saveFailed {
+		return
+	}
+	r.st.saveDue = false
+	if r.st.unsaved == 0 {
+		return
+	}
+	w.saving, w.savingC, w.savingN = true, r.cur(), r.st.unsaved
+	w.saves <- w.savingC
+}
+
+// saveDone finishes the saver's save that returned err; it returns the
+// error that ends the connection, if any.
+func (r *Resumer[T, C]) saveDone(ctx context.Context, w *window[T, C], err error) error {
+	w.saving = false
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err() // shutdown: no failure to count; the final save follows
+	}
+	r.mu.Lock()
+	r.countSave(err)
+	r.mu.Unlock()
+	if r.hooks.OnSave != nil {
+		r.hooks.OnSave(SaveEvent[C]{Cursor: w.savingC, Err: err})
+	}
+	if err != nil {
+		r.st.saveFailed = true
+		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(w.savingC), err)
+	}
+	r.st.unsaved -= w.savingN
+	if r.interval > 0 {
+		r.st.lastSave = time.Now()
+	}
+	return nil
 }
 
 // handlerLoop is one handler goroutine: it runs tries, and starts none once
@@ -74,9 +135,11 @@ func (r *Resumer[T, C]) handlerLoop(ctx context.Context, w *window[T, C], handle
 	}
 }
 
-// stop ends the handler goroutines once none is running.
+// stop ends the handler goroutines once none is running, and the saver
+// once no save is in flight.
 func (w *window[T, C]) stop() {
 	close(w.work)
+	close(w.saves)
 	w.wg.Wait()
 }
 
@@ -391,7 +454,7 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 	last := r.cur()
 	paused := false
 	for {
-		for end == nil && !w.full() && q.ready() {
+		for end == nil && !r.held(w) && q.ready() {
 			rv := q.take()
 			if rv.err != nil {
 				stopReading(r.connEnded(ctx, o, rv.err))
@@ -413,6 +476,7 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 		}
 		n, err := r.advance(ctx, w)
 		o.commits += n
+		r.startSave(w)
 		switch {
 		case err != nil && end == nil:
 			// The events read are still handled; the loop classifies
@@ -424,14 +488,19 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 			stopReading(o.final(nil))
 		}
 		if end != nil && w.settled() {
+			if w.saving { // the connection's end waits for the save in flight
+				if err := r.saveDone(ctx, w, <-w.saveErrs); err != nil && end.end != finalEnd {
+					*end = r.saveEnded(ctx, *end, err)
+				}
+			}
 			break // the connection ended with nothing left to run
 		}
-		if full := end == nil && w.full(); full != paused {
+		if full := end == nil && r.held(w); full != paused {
 			paused = full
 			r.guard.pause(full)
 		}
 		var wake <-chan struct{}
-		if end == nil && !w.full() {
+		if end == nil && !r.held(w) {
 			if wake = q.waitFor(); wake == nil {
 				continue // read meanwhile
 			}
@@ -442,6 +511,10 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 			r.guard.wd.active()
 			r.finish(ctx, w, i)
 			r.finishReady(ctx, w)
+		case err := <-w.saveErrs:
+			if err := r.saveDone(ctx, w, err); err != nil {
+				stopReading(r.saveEnded(ctx, o, err))
+			}
 		case <-ctxDone:
 			ctxDone = nil
 			w.halt(ctx.Err())
