@@ -1,6 +1,5 @@
 // Package postgres keeps a stream's cursor in PostgreSQL, in the same
-// transaction as the handler's writes, and reads PostgreSQL's logical
-// replication as a stream.Source.
+// transaction as the handler's writes.
 //
 // A [Store] keeps one stream's cursor in one row of a table
 // ([DefaultTable], or [WithTable]). [Transactional] turns a function of a
@@ -28,15 +27,8 @@
 //     Transactional itself ([WithTxRetry]); every other error of fn ends
 //     Run like any handler error.
 //
-// # Logical replication
-//
-// [NewSource] reads a publication through a logical replication slot
-// (pgoutput) as a stream.Source of [Event]s; [NewResumer] runs it with
-// [Extract], [Compare] and the Store wrapped by [Source.Confirming]. A
-// [Cursor] is a position inside a commit; the server is told only the LSN
-// of the cursor the Store holds; a saved cursor from another server,
-// timeline or slot (or a slot missing, lost or beyond it) is
-// stream.ErrSourceChanged, which [Resync] can turn into a replay.
+// Logical replication (reading a publication as a stream.Source) is
+// package [github.com/resumable-go/resumable/adapters/postgres/cdc].
 //
 // See docs/postgres.md in the repository for how it works and its limits.
 package postgres

@@ -11,6 +11,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 func newStore(t testing.TB, pool *pgxpool.Pool, name string, opts ...postgres.StoreOption) *postgres.Store[int64] {
@@ -174,7 +175,7 @@ func TestNewStoreInvalid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := postgres.NewStore(tc.pool, tc.stream, tc.codec, 0, tc.opts...)
-			if !errors.Is(err, postgres.ErrInvalid) {
+			if !errors.Is(err, postgres.ErrInvalid) || !errors.Is(err, stream.ErrInvalidOption) {
 				t.Errorf("NewStore() = %v, want ErrInvalid", err)
 			}
 		})

@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"encoding/binary"

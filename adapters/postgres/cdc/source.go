@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"context"
@@ -88,20 +88,20 @@ var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 // is added). The role needs the REPLICATION attribute (or to be a
 // superuser), and the server wal_level=logical.
 //
-// It returns an error for a dsn that does not parse, a slot name that is
-// not 1–63 characters of a–z, 0–9 and _, a publication name that is not
-// an unquoted identifier, or a bad option.
+// It returns an error matching [ErrInvalid] for a dsn that does not parse,
+// a slot name that is not 1–63 characters of a–z, 0–9 and _, a publication
+// name that is not an unquoted identifier, or a bad option.
 func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: NewSource: %w", err)
+		return nil, fmt.Errorf("cdc: NewSource: %w: %w", err, ErrInvalid)
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	if !slotName.MatchString(slot) {
-		return nil, fmt.Errorf("postgres: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _", slot)
+		return nil, fmt.Errorf("cdc: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _: %w", slot, ErrInvalid)
 	}
 	if !pubName.MatchString(publication) {
-		return nil, fmt.Errorf("postgres: NewSource: publication name %q is not an unquoted identifier", publication)
+		return nil, fmt.Errorf("cdc: NewSource: publication name %q is not an unquoted identifier: %w", publication, ErrInvalid)
 	}
 	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval}
 	for _, o := range opts {
@@ -110,7 +110,7 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 		}
 	}
 	if s.interval < 0 {
-		return nil, errors.New("postgres: NewSource: WithStatusInterval: negative interval")
+		return nil, fmt.Errorf("cdc: NewSource: WithStatusInterval: negative interval: %w", ErrInvalid)
 	}
 	return s, nil
 }
@@ -120,7 +120,7 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 // cursor order. opts come after these.
 func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event, Cursor], error) {
 	if src == nil || store == nil {
-		return nil, fmt.Errorf("%w: postgres: NewResumer: nil Source or Store", stream.ErrInvalidOption)
+		return nil, fmt.Errorf("cdc: NewResumer: nil Source or Store: %w", ErrInvalid)
 	}
 	base := []stream.Option{stream.WithCursorOrder(Compare)}
 	return stream.New(src, Extract, src.Confirming(store), append(base, opts...)...)
@@ -194,7 +194,7 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 	}
 	pg, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
-		return nil, classify(fmt.Errorf("postgres: connecting for replication: %w", err))
+		return nil, classify(fmt.Errorf("cdc: connecting for replication: %w", err))
 	}
 	c, err := s.start(ctx, pg, after)
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*conn, error) {
 	sys, err := pglogrepl.IdentifySystem(ctx, pg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: IDENTIFY_SYSTEM: %w", err)
+		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
 	if err := id.check(after); err != nil {
@@ -227,7 +227,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 			return nil, err
 		}
 	case !found:
-		return nil, fmt.Errorf("postgres: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
+		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
 	default:
 		if err := st.check(s.slot, sys.DBName, after); err != nil {
 			return nil, err
@@ -235,7 +235,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	}
 	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
 	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
-		return nil, fmt.Errorf("postgres: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
+		return nil, fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
 	}
 	c := newConn(s, pg, id, after)
 	if err := c.sendStatus(); err != nil {
@@ -257,11 +257,11 @@ type identity struct {
 func (id identity) check(after Cursor) error {
 	switch {
 	case after.System != "" && after.System != id.system:
-		return fmt.Errorf("postgres: system identifier: was %s, now %s (cursor %v): %w", after.System, id.system, after, stream.ErrSourceChanged)
+		return fmt.Errorf("cdc: system identifier: was %s, now %s (cursor %v): %w", after.System, id.system, after, stream.ErrSourceChanged)
 	case after.Timeline != 0 && after.Timeline != id.timeline:
-		return fmt.Errorf("postgres: timeline: was %d, now %d (cursor %v): %w", after.Timeline, id.timeline, after, stream.ErrSourceChanged)
+		return fmt.Errorf("cdc: timeline: was %d, now %d (cursor %v): %w", after.Timeline, id.timeline, after, stream.ErrSourceChanged)
 	case after.Slot != "" && after.Slot != id.slot:
-		return fmt.Errorf("postgres: slot: was %q, now %q (cursor %v): %w", after.Slot, id.slot, after, stream.ErrSourceChanged)
+		return fmt.Errorf("cdc: slot: was %q, now %q (cursor %v): %w", after.Slot, id.slot, after, stream.ErrSourceChanged)
 	}
 	return nil
 }
@@ -289,18 +289,18 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
-		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
+		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
 	if len(res) != 1 || len(res[0].Rows) == 0 {
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
 	if len(row) != 6 {
-		return st, false, fmt.Errorf("postgres: reading slot %q: %d columns", s.slot, len(row))
+		return st, false, fmt.Errorf("cdc: reading slot %q: %d columns", s.slot, len(row))
 	}
 	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5])}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
-		return st, false, fmt.Errorf("postgres: reading slot %q: %w", s.slot, err)
+		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
 	return st, true, nil
 }
@@ -309,14 +309,14 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 // confirmed position is beyond after.
 func (st slotState) check(slot, db string, after Cursor) error {
 	if st.kind != "logical" || st.plugin != "pgoutput" || st.database != db || st.temporary {
-		return errclass.Permanent(fmt.Errorf("postgres: slot %q is a %s slot of plugin %q on database %q (temporary %t); want a permanent logical slot of pgoutput on %q",
+		return errclass.Permanent(fmt.Errorf("cdc: slot %q is a %s slot of plugin %q on database %q (temporary %t); want a permanent logical slot of pgoutput on %q",
 			slot, st.kind, st.plugin, st.database, st.temporary, db))
 	}
 	if !after.fresh() && st.walStatus == "lost" {
-		return fmt.Errorf("postgres: slot %q: was usable at cursor %v, now lost (the server removed WAL it needed: max_slot_wal_keep_size): %w", slot, after, stream.ErrSourceChanged)
+		return fmt.Errorf("cdc: slot %q: was usable at cursor %v, now lost (the server removed WAL it needed: max_slot_wal_keep_size): %w", slot, after, stream.ErrSourceChanged)
 	}
 	if !after.fresh() && st.confirmed > after.LSN {
-		return fmt.Errorf("postgres: slot %q: confirmed_flush_lsn was at most %v (cursor %v), now %v: %w", slot, after.LSN, after, st.confirmed, stream.ErrSourceChanged)
+		return fmt.Errorf("cdc: slot %q: confirmed_flush_lsn was at most %v (cursor %v), now %v: %w", slot, after.LSN, after, st.confirmed, stream.ErrSourceChanged)
 	}
 	return nil
 }
@@ -326,7 +326,7 @@ func (s *Source) createSlot(ctx context.Context, pg *pgconn.PgConn) error {
 	_, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {
-		return fmt.Errorf("postgres: creating slot %q: %w", s.slot, err)
+		return fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"cmp"
@@ -184,7 +184,7 @@ func (c Cursor) String() string {
 // validate reports a cursor that cannot be a position.
 func (c Cursor) validate() error {
 	if c.Index < -1 {
-		return fmt.Errorf("postgres: cursor %v: index below -1", c)
+		return fmt.Errorf("cdc: cursor %v: index below -1", c)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const closeTimeout = 5 * time.Second
 
 // errServerEnded is the failure of a connection the server ended its
 // replication on (CopyDone). It is retried.
-var errServerEnded = errors.New("postgres: the server ended the replication stream")
+var errServerEnded = errors.New("cdc: the server ended the replication stream")
 
 // relation is what a Relation message said about a table.
 type relation struct {
@@ -88,7 +88,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				}
 				continue
 			}
-			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err))
+			return Event{}, classify(fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err))
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
@@ -97,7 +97,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				return ev, err
 			}
 		case *pgproto3.ErrorResponse:
-			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, pgconn.ErrorResponseToPgError(m)))
+			return Event{}, classify(fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, pgconn.ErrorResponseToPgError(m)))
 		case *pgproto3.CopyDone:
 			return Event{}, errServerEnded
 		}
@@ -114,7 +114,7 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
 		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, k.ServerWALEnd)
 		if k.ReplyRequested {
@@ -132,12 +132,12 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
 		}
 		return c.message(m)
 	}
@@ -216,7 +216,7 @@ func (c *conn) cursor(pos Cursor) Cursor {
 }
 
 func (c *conn) protocolError(format string, args ...any) error {
-	return fmt.Errorf("postgres: replication of slot %q: unexpected pgoutput message: "+format, append([]any{c.src.slot}, args...)...)
+	return fmt.Errorf("cdc: replication of slot %q: unexpected pgoutput message: "+format, append([]any{c.src.slot}, args...)...)
 }
 
 // sendStatus sends a standby status update and sets the deadline of the
@@ -231,13 +231,13 @@ func (c *conn) sendStatus() error {
 	now := time.Now()
 	c.statusBuf = appendStatus(c.statusBuf[:0], c.walEnd, flush, now)
 	if err := c.pg.Frontend().SendUnbufferedEncodedCopyData(c.statusBuf); err != nil {
-		return fmt.Errorf("postgres: replication of slot %q: sending standby status: %w", c.src.slot, err)
+		return fmt.Errorf("cdc: replication of slot %q: sending standby status: %w", c.src.slot, err)
 	}
 	c.src.statuses.Add(1)
 	// The next read that would wait past the interval times out, and
 	// Recv sends the next update.
 	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
-		return fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
 	return nil
 }
