@@ -140,6 +140,14 @@ type confirming struct {
 	st  cursor.Store[Cursor]
 }
 
+// CommitsInHandler forwards st's answer (a postgres.Store used by
+// postgres.Transactional says true), so that a stream refuses to run such a
+// Store's handler concurrently through the wrapper too.
+func (c *confirming) CommitsInHandler() bool {
+	hc, ok := c.st.(interface{ CommitsInHandler() bool })
+	return ok && hc.CommitsInHandler()
+}
+
 func (c *confirming) Load(ctx context.Context) (Cursor, error) {
 	cur, err := c.st.Load(ctx)
 	if err == nil {
