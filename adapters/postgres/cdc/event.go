@@ -155,7 +155,9 @@ type Cursor struct {
 	// or a position with nothing in flight (Index -1).
 	LSN pglogrepl.LSN `json:"lsn"`
 	// Index is the index of the last change handled within the
-	// transaction, from 0; -1 when none of it was.
+	// transaction, from 0; -1 when none of it was; -2 inside a resync's
+	// replay (the cursor of its ResyncStart and Snapshot events), from
+	// which a stream does not resume: it resyncs again.
 	Index int `json:"index"`
 	// System is the server's system identifier (IDENTIFY_SYSTEM).
 	System string `json:"system,omitempty"`
@@ -181,10 +183,15 @@ func (c Cursor) String() string {
 	return c.LSN.String() + " #" + strconv.Itoa(c.Index)
 }
 
+// replayIndex is the Index of the cursor of a resync's ResyncStart and
+// Snapshot events: a replay not finished, which Open refuses so that the
+// stream resyncs again.
+const replayIndex = -2
+
 // validate reports a cursor that cannot be a position.
 func (c Cursor) validate() error {
-	if c.Index < -1 {
-		return fmt.Errorf("cdc: cursor %v: index below -1", c)
+	if c.Index < replayIndex {
+		return fmt.Errorf("cdc: cursor %v: index below %d", c, replayIndex)
 	}
 	return nil
 }

@@ -225,6 +225,9 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	if err := id.check(after); err != nil {
 		return nil, err
 	}
+	if after.Index == replayIndex {
+		return nil, fmt.Errorf("cdc: cursor %v is inside a resync's replay, which did not finish: %w", after, stream.ErrSourceChanged)
+	}
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
 		return nil, err
