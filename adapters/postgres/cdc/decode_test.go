@@ -424,7 +424,10 @@ func TestSlotCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.st.check("s1", "db", tt.after)
+			err := tt.st.usable("s1", "db")
+			if err == nil {
+				err = tt.st.check("s1", tt.after)
+			}
 			if tt.permanent {
 				if err == nil || !strings.Contains(err.Error(), tt.want) || errclass.Default().Classify(err).Action != errclass.Fail {
 					t.Fatalf("check = %v, want a permanent error containing %q", err, tt.want)
@@ -478,7 +481,10 @@ func TestCursorJSON(t *testing.T) {
 	if got, err := codec.Decode(data); got != c || err != nil {
 		t.Fatalf("Decode = %+v, %v; want %+v", got, err, c)
 	}
-	if err := (Cursor{Index: -2}).validate(); err == nil {
-		t.Fatal("validate(index -2) = nil, want an error")
+	if err := (Cursor{Index: -3}).validate(); err == nil {
+		t.Fatal("validate(index -3) = nil, want an error")
+	}
+	if err := (Cursor{Index: replayIndex}).validate(); err != nil {
+		t.Fatalf("validate(index -2, a resync's replay) = %v, want nil", err)
 	}
 }

@@ -67,7 +67,7 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 		return Cursor{}, err
 	}
 	if found {
-		if err := st.check(s.slot, sys.DBName, Cursor{}); err != nil {
+		if err := st.usable(s.slot, sys.DBName); err != nil {
 			return Cursor{}, err // not a slot of ours to drop
 		}
 		if err := pglogrepl.DropReplicationSlot(ctx, pg, s.slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil {
