@@ -28,7 +28,12 @@ const (
 	// (and the publication publishes); New and Old are empty.
 	Truncate
 	// Progress says that nothing the publication publishes was committed
-	// between the previous event and the position of its Cursor. Its cursor
+	// between the previous event and the position of its Cursor. It frees
+	// the WAL of writes the publication does not publish: a connection
+	// makes one at most once per status interval, and only when the
+	// server's position lies more than 64 KiB beyond the previous event,
+	// so that saving one (a Store in the same database writes WAL) never
+	// makes the next. Its cursor
 	// is committed and it is never handed to a handler ([Extract] reports it
 	// as [cursor.ProgressOnly]).
 	Progress
