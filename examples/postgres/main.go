@@ -73,6 +73,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.pub, "publication", "", "the publication to consume")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: the usage was printed, and asked for
+			return nil
+		}
 		return err
 	}
 	if fs.NFlag() == 0 {
