@@ -24,6 +24,7 @@ var errServerEnded = errors.New("cdc: the server ended the replication stream")
 type relation struct {
 	name  string   // schema.name
 	names []string // column names, in order
+	key   []bool   // whether each column is part of the replica identity's key
 }
 
 // conn is one replication connection. Recv and Close share mu: Close takes
@@ -175,9 +176,10 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns))}
+		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns)), key: make([]bool, len(m.Columns))}
 		for i, col := range m.Columns {
 			r.names[i] = col.Name
+			r.key[i] = col.Flags&1 != 0
 		}
 		c.rels[m.RelationID] = r
 	case *pglogrepl.BeginMessage:
@@ -191,11 +193,11 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 		}
 		c.inTx = false
 	case *pglogrepl.InsertMessage:
-		return c.change(Insert, m.RelationID, nil, m.Tuple)
+		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
 	case *pglogrepl.UpdateMessage:
-		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple)
+		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple, m.OldTupleType)
 	case *pglogrepl.DeleteMessage:
-		return c.change(Delete, m.RelationID, m.OldTuple, nil)
+		return c.change(Delete, m.RelationID, m.OldTuple, nil, m.OldTupleType)
 	case *pglogrepl.TruncateMessage:
 		c.trunc = append(c.trunc[:0], m.RelationIDs...)
 		return c.truncated()
@@ -207,12 +209,14 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 func (c *conn) truncated() (Event, bool, error) {
 	id := c.trunc[0]
 	c.trunc = c.trunc[1:]
-	return c.change(Truncate, id, nil, nil)
+	return c.change(Truncate, id, nil, nil, 0)
 }
 
 // change numbers a change within its transaction and makes its event,
 // unless the cursor the connection was opened after covers it.
-func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, bool, error) {
+// oldType is 'K' when old holds the replica identity's key only (its
+// other columns are not sent), 'O' when it is the whole old row.
+func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType uint8) (Event, bool, error) {
 	if !c.inTx {
 		return Event{}, false, c.protocolError("a %v outside a transaction", op)
 	}
@@ -228,10 +232,10 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, cols: old.Columns}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, cols: new.Columns}
+		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns}
 	}
 	return ev, true, nil
 }

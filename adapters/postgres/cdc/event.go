@@ -105,23 +105,35 @@ type Event struct {
 // Tuple is a row of a change, in the table's column order, with the values
 // in PostgreSQL's text format. The zero Tuple has no columns.
 type Tuple struct {
-	names []string // the relation's column names, shared by its events
-	cols  []*pglogrepl.TupleDataColumn
+	names   []string // the relation's column names, shared by its events
+	key     []bool   // whether each column is part of the replica identity's key, shared
+	keyOnly bool     // an old tuple of the key only: the other columns were not sent
+	cols    []*pglogrepl.TupleDataColumn
 }
 
 // Len returns the number of columns the server sent.
 func (t Tuple) Len() int { return len(t.cols) }
 
 // Column returns the name and the text value of column i (0 ≤ i < Len), and
-// its kind: 't' for a value, 'n' for NULL, 'u' for a TOASTed value the
-// update left unchanged (the server does not send it).
+// its kind: 't' for a value, 'n' for NULL, 'u' for a value the server did
+// not send: a TOASTed value the update left unchanged, or, in an Old tuple
+// of the replica identity's key (REPLICA IDENTITY DEFAULT or USING INDEX),
+// a column outside the key.
 func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 	c := t.cols[i]
 	if i < len(t.names) {
 		name = t.names[i]
 	}
+	if t.keyOnly && !t.Key(i) {
+		return name, nil, pglogrepl.TupleDataTypeToast
+	}
 	return name, c.Data, c.DataType
 }
+
+// Key reports whether column i is part of the table's replica identity:
+// its primary key under REPLICA IDENTITY DEFAULT, the index's columns
+// under USING INDEX, every column under FULL. Snapshot rows mark none.
+func (t Tuple) Key(i int) bool { return i < len(t.key) && t.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
 // the tuple has no such column, or its value is NULL or was not sent (an
@@ -130,9 +142,8 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 func (t Tuple) Get(name string) (value []byte, ok bool) {
 	for i, n := range t.names {
 		if n == name && i < len(t.cols) {
-			c := t.cols[i]
-			if c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary {
-				return c.Data, true
+			if _, v, kind := t.Column(i); kind == pglogrepl.TupleDataTypeText || kind == pglogrepl.TupleDataTypeBinary {
+				return v, true
 			}
 			return nil, false
 		}
