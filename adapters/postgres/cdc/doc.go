@@ -12,5 +12,10 @@
 // [github.com/resumable-go/resumable/adapters/postgres]) with
 // postgres.Transactional, making each change's effects exactly once.
 //
+// Replicas of a relay may run on one slot and one Store: the server lets
+// one connection stream a slot, and [Source.Open] waits while another
+// holds it, then loads the Store (a postgres.Store's Load fences the
+// previous holder): a hot standby, with no other coordinator.
+//
 // See docs/postgres.md in the repository for how it works and its limits.
 package cdc
