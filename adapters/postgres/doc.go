@@ -1,6 +1,5 @@
 // Package postgres keeps a stream's cursor in PostgreSQL, in the same
-// transaction as the handler's writes, and reads PostgreSQL's logical
-// replication as a stream.Source.
+// transaction as the handler's writes.
 //
 // A [Store] keeps one stream's cursor in one row of a table
 // ([DefaultTable], or [WithTable]). [Transactional] turns a function of a
@@ -16,11 +15,15 @@
 //   - fn writes through the transaction it is given, and only there: an
 //     effect outside the database (an HTTP call, a message) is still
 //     at-least-once.
-//   - One process per stream name. A second one is refused, not merged:
-//     every write is a compare-and-set on the row's version, so the process
-//     that commits second rolls back and its Run stops with an error
-//     matching [ErrCursorChanged]. Coordinate owners (adapters/etcd, a
-//     deploy that stops the old process first) to avoid the stop.
+//   - One writer per stream name: [Store.Load] takes the stream over. It
+//     bumps the row's version under the row's lock, so a predecessor's
+//     transaction still in flight (a killed process's COMMIT on its way)
+//     lands or fails before the Load returns, and never after: a restart
+//     never stops on it. Every write is a compare-and-set on the version,
+//     so a process whose stream was taken over rolls back and its Run
+//     stops with an error matching [ErrCursorChanged]. Coordinate owners
+//     (adapters/etcd, a deploy that stops the old process first, or, for
+//     logical replication, the slot: see package cdc) to avoid the stop.
 //   - Handlers run one at a time: a Store used by Transactional reports
 //     [Store.CommitsInHandler], and a stream refuses to run such a handler
 //     concurrently (stream.WithConcurrency above 1).
@@ -28,15 +31,8 @@
 //     Transactional itself ([WithTxRetry]); every other error of fn ends
 //     Run like any handler error.
 //
-// # Logical replication
-//
-// [NewSource] reads a publication through a logical replication slot
-// (pgoutput) as a stream.Source of [Event]s; [NewResumer] runs it with
-// [Extract], [Compare] and the Store wrapped by [Source.Confirming]. A
-// [Cursor] is a position inside a commit; the server is told only the LSN
-// of the cursor the Store holds; a saved cursor from another server,
-// timeline or slot (or a slot missing, lost or beyond it) is
-// stream.ErrSourceChanged, which [Resync] can turn into a replay.
+// Logical replication (reading a publication as a stream.Source) is
+// package [github.com/resumable-go/resumable/adapters/postgres/cdc].
 //
 // See docs/postgres.md in the repository for how it works and its limits.
 package postgres

@@ -1,6 +1,10 @@
 package postgres
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgerr"
+)
 
 // ErrCursorChanged is matched by the error [Store.Save] and a
 // [Transactional] handler return when the cursor row was written by someone
@@ -12,5 +16,6 @@ import "errors"
 var ErrCursorChanged = errors.New("postgres: the cursor row changed under the store")
 
 // ErrInvalid is matched by the error the constructors return for a bad
-// argument or option.
-var ErrInvalid = errors.New("postgres: invalid argument")
+// argument or option. It is the same error as cdc.ErrInvalid, and matches
+// stream.ErrInvalidOption.
+var ErrInvalid = pgerr.ErrInvalid

@@ -13,6 +13,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // Transactional returns a handler for stream.Resumer.Run that makes each
@@ -85,7 +86,7 @@ func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 			if !ok {
 				return fmt.Errorf("postgres: the transaction of stream %q failed %d times: %w", s.name, attempts, err)
 			}
-			wait(ctx, d)
+			_ = wait.Sleep(ctx, d) // ctx's end is checked below
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("postgres: retrying the transaction of stream %q after %v: %w", s.name, err, ctx.Err())
@@ -113,7 +114,14 @@ func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(con
 	if next == 0 {
 		return false, nil // committed before, by an attempt whose reply was lost
 	}
-	if err := fn(ctx, tx, event); err != nil {
+	err = fn(ctx, tx, event)
+	if st := tx.Conn().PgConn().TxStatus(); st == 'I' && !tx.Conn().IsClosed() {
+		// fn ended the transaction itself (a raw COMMIT or ROLLBACK): the
+		// cursor may be committed; the next write finds out.
+		s.pending, s.pendVer = enc, next
+		return false, errclass.Permanent(fmt.Errorf("postgres: the function of stream %q ended the transaction itself (fn must not commit or roll back; its error: %v)", s.name, err))
+	}
+	if err != nil {
 		return retryable(err, tx.Conn().IsClosed()), err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -157,14 +165,4 @@ func retryable(err error, connLost bool) bool {
 	}
 	var connect *pgconn.ConnectError
 	return connLost || errors.As(err, &connect) || pgconn.SafeToRetry(err)
-}
-
-// wait waits d, or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

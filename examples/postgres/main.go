@@ -1,5 +1,5 @@
 // Command postgres consumes a PostgreSQL publication through logical
-// replication with resumable's postgres adapter, keeping its cursor in a
+// replication with resumable's adapters/postgres/cdc, keeping its cursor in a
 // file: killed at any instant and started again, it goes on with the next
 // change, inside a transaction if it stopped inside one, and the server is
 // told to discard only what the file already covers.
@@ -42,7 +42,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -73,6 +73,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.pub, "publication", "", "the publication to consume")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: the usage was printed, and asked for
+			return nil
+		}
 		return err
 	}
 	if fs.NFlag() == 0 {
@@ -86,26 +89,26 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 
 // consume runs the stream until ctx ends, printing a line per change.
 func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
-	store, err := cursor.NewFile(cfg.state, postgres.Cursor{}, cursor.JSON[postgres.Cursor]())
+	store, err := cursor.NewFile(cfg.state, cdc.Cursor{}, cursor.JSON[cdc.Cursor]())
 	if err != nil {
 		return err
 	}
-	src, err := postgres.NewSource(cfg.dsn, cfg.slot, cfg.pub)
+	src, err := cdc.NewSource(cfg.dsn, cfg.slot, cfg.pub)
 	if err != nil {
 		return err
 	}
 	log := zap.New(zapCore(stderr))
-	r, err := postgres.NewResumer(src, store, stream.WithLogger(log))
+	r, err := cdc.NewResumer(src, store, stream.WithLogger(log))
 	if err != nil {
 		return err
 	}
 	n := 0
-	err = r.Run(ctx, func(_ context.Context, ev postgres.Event) error {
+	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 		row := ev.New
-		if ev.Op == postgres.Delete {
+		if ev.Op == cdc.Delete {
 			row = ev.Old
 		}
-		if ev.Op == postgres.Truncate {
+		if ev.Op == cdc.Truncate {
 			fmt.Fprintf(stderr, "truncated %s at %v #%d\n", ev.Relation, ev.LSN, ev.Index)
 		} else {
 			id, _ := row.Get("id")

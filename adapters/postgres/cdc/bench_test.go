@@ -1,4 +1,4 @@
-package postgres_test
+package cdc_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
@@ -33,17 +33,17 @@ func benchSlot(b *testing.B, rows, perTx int) (dsn, slot string) {
 
 // sourceRead reads n changes of slot through a Resumer over the Source,
 // confirming nothing (its Store is not wrapped by Confirming).
-func sourceRead(b *testing.B, dsn, slot string, n int, each func(postgres.Event)) {
-	src, err := postgres.NewSource(dsn, slot, "pub")
+func sourceRead(b *testing.B, dsn, slot string, n int, each func(cdc.Event)) {
+	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := stream.New(src, postgres.Extract, cursor.NewMemory(postgres.Cursor{}))
+	r, err := stream.New(src, cdc.Extract, cursor.NewMemory(cdc.Cursor{}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	got := 0
-	err = r.Run(ctxFor(b), func(_ context.Context, ev postgres.Event) error {
+	err = r.Run(ctxFor(b), func(_ context.Context, ev cdc.Event) error {
 		if each != nil {
 			each(ev)
 		}
@@ -161,7 +161,7 @@ func BenchmarkReplMillionRowTransaction(b *testing.B) {
 		base, peak := ms.HeapInuse, ms.HeapInuse
 		b.StartTimer()
 		n := 0
-		sourceRead(b, dsn, slot, rows, func(postgres.Event) {
+		sourceRead(b, dsn, slot, rows, func(cdc.Event) {
 			if n++; n%50_000 == 0 {
 				runtime.ReadMemStats(&ms)
 				peak = max(peak, ms.HeapInuse)

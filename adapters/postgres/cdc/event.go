@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"cmp"
@@ -28,7 +28,12 @@ const (
 	// (and the publication publishes); New and Old are empty.
 	Truncate
 	// Progress says that nothing the publication publishes was committed
-	// between the previous event and the position of its Cursor. Its cursor
+	// between the previous event and the position of its Cursor. It frees
+	// the WAL of writes the publication does not publish: a connection
+	// makes one at most once per status interval, and only when the
+	// server's position lies more than 64 KiB beyond the previous event,
+	// so that saving one (a Store in the same database writes WAL) never
+	// makes the next. Its cursor
 	// is committed and it is never handed to a handler ([Extract] reports it
 	// as [cursor.ProgressOnly]).
 	Progress
@@ -100,23 +105,35 @@ type Event struct {
 // Tuple is a row of a change, in the table's column order, with the values
 // in PostgreSQL's text format. The zero Tuple has no columns.
 type Tuple struct {
-	names []string // the relation's column names, shared by its events
-	cols  []*pglogrepl.TupleDataColumn
+	names   []string // the relation's column names, shared by its events
+	key     []bool   // whether each column is part of the replica identity's key, shared
+	keyOnly bool     // an old tuple of the key only: the other columns were not sent
+	cols    []*pglogrepl.TupleDataColumn
 }
 
 // Len returns the number of columns the server sent.
 func (t Tuple) Len() int { return len(t.cols) }
 
 // Column returns the name and the text value of column i (0 ≤ i < Len), and
-// its kind: 't' for a value, 'n' for NULL, 'u' for a TOASTed value the
-// update left unchanged (the server does not send it).
+// its kind: 't' for a value, 'n' for NULL, 'u' for a value the server did
+// not send: a TOASTed value the update left unchanged, or, in an Old tuple
+// of the replica identity's key (REPLICA IDENTITY DEFAULT or USING INDEX),
+// a column outside the key.
 func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 	c := t.cols[i]
 	if i < len(t.names) {
 		name = t.names[i]
 	}
+	if t.keyOnly && !t.Key(i) {
+		return name, nil, pglogrepl.TupleDataTypeToast
+	}
 	return name, c.Data, c.DataType
 }
+
+// Key reports whether column i is part of the table's replica identity:
+// its primary key under REPLICA IDENTITY DEFAULT, the index's columns
+// under USING INDEX, every column under FULL. Snapshot rows mark none.
+func (t Tuple) Key(i int) bool { return i < len(t.key) && t.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
 // the tuple has no such column, or its value is NULL or was not sent (an
@@ -125,9 +142,8 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 func (t Tuple) Get(name string) (value []byte, ok bool) {
 	for i, n := range t.names {
 		if n == name && i < len(t.cols) {
-			c := t.cols[i]
-			if c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary {
-				return c.Data, true
+			if _, v, kind := t.Column(i); kind == pglogrepl.TupleDataTypeText || kind == pglogrepl.TupleDataTypeBinary {
+				return v, true
 			}
 			return nil, false
 		}
@@ -155,7 +171,9 @@ type Cursor struct {
 	// or a position with nothing in flight (Index -1).
 	LSN pglogrepl.LSN `json:"lsn"`
 	// Index is the index of the last change handled within the
-	// transaction, from 0; -1 when none of it was.
+	// transaction, from 0; -1 when none of it was; -2 inside a resync's
+	// replay (the cursor of its ResyncStart and Snapshot events), from
+	// which a stream does not resume: it resyncs again.
 	Index int `json:"index"`
 	// System is the server's system identifier (IDENTIFY_SYSTEM).
 	System string `json:"system,omitempty"`
@@ -181,10 +199,15 @@ func (c Cursor) String() string {
 	return c.LSN.String() + " #" + strconv.Itoa(c.Index)
 }
 
+// replayIndex is the Index of the cursor of a resync's ResyncStart and
+// Snapshot events: a replay not finished, which Open refuses so that the
+// stream resyncs again.
+const replayIndex = -2
+
 // validate reports a cursor that cannot be a position.
 func (c Cursor) validate() error {
-	if c.Index < -1 {
-		return fmt.Errorf("postgres: cursor %v: index below -1", c)
+	if c.Index < replayIndex {
+		return fmt.Errorf("cdc: cursor %v: index below %d", c, replayIndex)
 	}
 	return nil
 }

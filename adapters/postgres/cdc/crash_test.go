@@ -1,4 +1,4 @@
-package postgres_test
+package cdc_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/testkit/childproc"
@@ -34,9 +34,9 @@ const envCrashFull = "RESUMABLE_PG_CRASH_FULL"
 func exampleBin(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pgexample")
-	out, err := osexec.Command("go", "build", "-o", bin, "../../examples/postgres").CombinedOutput()
+	out, err := osexec.Command("go", "build", "-o", bin, "../../../examples/postgres").CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ../../examples/postgres: %v\n%s", err, out)
+		t.Fatalf("go build ../../../examples/postgres: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -84,7 +84,7 @@ func readHandled(t testing.TB, path string) []handledLine {
 
 // savedCursor reads the example's state file; ok is false when it does
 // not exist yet.
-func savedCursor(t testing.TB, path string) (c postgres.Cursor, ok bool) {
+func savedCursor(t testing.TB, path string) (c cdc.Cursor, ok bool) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -93,7 +93,7 @@ func savedCursor(t testing.TB, path string) (c postgres.Cursor, ok bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = cursor.JSON[postgres.Cursor]().Decode(data)
+	c, err = cursor.JSON[cdc.Cursor]().Decode(data)
 	if err != nil {
 		t.Fatalf("state file %s: %v", path, err)
 	}
@@ -142,7 +142,7 @@ func TestReplExampleOutput(t *testing.T) {
 	if !slices.Equal(got, want) || tx2 <= tx1 {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", data, strings.Join(want, "\n"))
 	}
-	if c, ok := savedCursor(t, state); !ok || postgres.Compare(c, postgres.Cursor{LSN: tx2, Index: 1}) < 0 {
+	if c, ok := savedCursor(t, state); !ok || cdc.Compare(c, cdc.Cursor{LSN: tx2, Index: 1}) < 0 {
 		t.Fatalf("state file holds %v (exists %t), want at least %v #1", c, ok, tx2)
 	}
 	if errOut, _ := os.ReadFile(stderr); strings.Contains(string(errOut), "handled") {
@@ -155,7 +155,7 @@ func TestReplServerReplaced(t *testing.T) {
 	dsn := srv.DSN()
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -420,12 +420,12 @@ func crashVerify(t testing.TB, lines []handledLine, kills int) []handledLine {
 	t.Helper()
 	var (
 		uniq []handledLine
-		last postgres.Cursor
+		last cdc.Cursor
 		reps int
 	)
 	for i, l := range lines {
-		pos := postgres.Cursor{LSN: l.lsn, Index: l.index}
-		switch c := postgres.Compare(pos, last); {
+		pos := cdc.Cursor{LSN: l.lsn, Index: l.index}
+		switch c := cdc.Compare(pos, last); {
 		case c > 0 || i == 0:
 			uniq = append(uniq, l)
 			last = pos
@@ -483,4 +483,12 @@ func pgBin() string {
 		return dir
 	}
 	return pgtest.DefaultBin
+}
+
+// TestExampleHelp: -h prints the flags and exits 0.
+func TestExampleHelp(t *testing.T) {
+	out, err := osexec.Command(exampleBin(t), "-h").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-publication") {
+		t.Fatalf("pgexample -h = %v\n%s\nwant exit 0 and the flags", err, out)
+	}
 }

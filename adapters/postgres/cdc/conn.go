@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"context"
@@ -18,12 +18,13 @@ const closeTimeout = 5 * time.Second
 
 // errServerEnded is the failure of a connection the server ended its
 // replication on (CopyDone). It is retried.
-var errServerEnded = errors.New("postgres: the server ended the replication stream")
+var errServerEnded = errors.New("cdc: the server ended the replication stream")
 
 // relation is what a Relation message said about a table.
 type relation struct {
 	name  string   // schema.name
 	names []string // column names, in order
+	key   []bool   // whether each column is part of the replica identity's key
 }
 
 // conn is one replication connection. Recv and Close share mu: Close takes
@@ -48,6 +49,8 @@ type conn struct {
 
 	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
+	idleAt    pglogrepl.LSN // the furthest position a keepalive reported with no transaction in flight
+	progress  time.Time     // when the last Progress event was made (or the connection opened)
 	statusBuf []byte
 }
 
@@ -59,7 +62,29 @@ func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) *conn {
 		rels: make(map[uint32]*relation),
 		skip: Cursor{LSN: after.LSN, Index: after.Index},
 		last: Cursor{LSN: after.LSN, Index: after.Index},
+
+		progress: time.Now(),
 	}
+}
+
+// quietSlack is how far the server's position must be beyond the last
+// event for a Progress event: more than the WAL a Store's own save of the
+// previous position writes (a row, its commit, a full-page image), so that
+// saving a Progress event never makes the next one.
+const quietSlack = 64 << 10
+
+// idle returns a Progress event at the position the server last reported
+// with no transaction in flight, when one is due: that position lies more
+// than quietSlack beyond the last event, and no Progress event was made
+// within the status interval. Progress only frees the WAL of writes the
+// publication does not publish: at most one per interval is enough.
+func (c *conn) idle() (Event, bool) {
+	if c.inTx || c.idleAt <= c.last.LSN+quietSlack || time.Since(c.progress) < c.src.interval {
+		return Event{}, false
+	}
+	c.progress = time.Now()
+	c.last = Cursor{LSN: c.idleAt, Index: -1}
+	return Event{Op: Progress, LSN: c.idleAt, Index: -1, Cursor: c.cursor(c.last)}, true
 }
 
 // Recv returns the next change, or a Progress event when the server
@@ -86,9 +111,12 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				if err := c.sendStatus(); err != nil {
 					return Event{}, err
 				}
+				if ev, ok := c.idle(); ok {
+					return ev, nil
+				}
 				continue
 			}
-			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err))
+			return Event{}, classify(fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err))
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
@@ -97,7 +125,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				return ev, err
 			}
 		case *pgproto3.ErrorResponse:
-			return Event{}, classify(fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, pgconn.ErrorResponseToPgError(m)))
+			return Event{}, classify(fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, pgconn.ErrorResponseToPgError(m)))
 		case *pgproto3.CopyDone:
 			return Event{}, errServerEnded
 		}
@@ -114,7 +142,7 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
 		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, k.ServerWALEnd)
 		if k.ReplyRequested {
@@ -124,20 +152,20 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 		}
 		// Everything committed before the keepalive's position was sent
 		// before it: with no transaction in flight, the stream is there.
-		if c.inTx || k.ServerWALEnd <= c.last.LSN {
-			return Event{}, false, nil
+		if !c.inTx {
+			c.idleAt = max(c.idleAt, k.ServerWALEnd)
 		}
-		c.last = Cursor{LSN: k.ServerWALEnd, Index: -1}
-		return Event{Op: Progress, LSN: k.ServerWALEnd, Index: -1, Cursor: c.cursor(c.last)}, true, nil
+		ev, ok := c.idle()
+		return ev, ok, nil
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
-			return Event{}, false, fmt.Errorf("postgres: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
+			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
 		}
 		return c.message(m)
 	}
@@ -148,9 +176,10 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns))}
+		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns)), key: make([]bool, len(m.Columns))}
 		for i, col := range m.Columns {
 			r.names[i] = col.Name
+			r.key[i] = col.Flags&1 != 0
 		}
 		c.rels[m.RelationID] = r
 	case *pglogrepl.BeginMessage:
@@ -164,11 +193,11 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 		}
 		c.inTx = false
 	case *pglogrepl.InsertMessage:
-		return c.change(Insert, m.RelationID, nil, m.Tuple)
+		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
 	case *pglogrepl.UpdateMessage:
-		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple)
+		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple, m.OldTupleType)
 	case *pglogrepl.DeleteMessage:
-		return c.change(Delete, m.RelationID, m.OldTuple, nil)
+		return c.change(Delete, m.RelationID, m.OldTuple, nil, m.OldTupleType)
 	case *pglogrepl.TruncateMessage:
 		c.trunc = append(c.trunc[:0], m.RelationIDs...)
 		return c.truncated()
@@ -180,12 +209,14 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 func (c *conn) truncated() (Event, bool, error) {
 	id := c.trunc[0]
 	c.trunc = c.trunc[1:]
-	return c.change(Truncate, id, nil, nil)
+	return c.change(Truncate, id, nil, nil, 0)
 }
 
 // change numbers a change within its transaction and makes its event,
 // unless the cursor the connection was opened after covers it.
-func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, bool, error) {
+// oldType is 'K' when old holds the replica identity's key only (its
+// other columns are not sent), 'O' when it is the whole old row.
+func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType uint8) (Event, bool, error) {
 	if !c.inTx {
 		return Event{}, false, c.protocolError("a %v outside a transaction", op)
 	}
@@ -201,10 +232,10 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, cols: old.Columns}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, cols: new.Columns}
+		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns}
 	}
 	return ev, true, nil
 }
@@ -216,7 +247,7 @@ func (c *conn) cursor(pos Cursor) Cursor {
 }
 
 func (c *conn) protocolError(format string, args ...any) error {
-	return fmt.Errorf("postgres: replication of slot %q: unexpected pgoutput message: "+format, append([]any{c.src.slot}, args...)...)
+	return fmt.Errorf("cdc: replication of slot %q: unexpected pgoutput message: "+format, append([]any{c.src.slot}, args...)...)
 }
 
 // sendStatus sends a standby status update and sets the deadline of the
@@ -231,13 +262,13 @@ func (c *conn) sendStatus() error {
 	now := time.Now()
 	c.statusBuf = appendStatus(c.statusBuf[:0], c.walEnd, flush, now)
 	if err := c.pg.Frontend().SendUnbufferedEncodedCopyData(c.statusBuf); err != nil {
-		return fmt.Errorf("postgres: replication of slot %q: sending standby status: %w", c.src.slot, err)
+		return fmt.Errorf("cdc: replication of slot %q: sending standby status: %w", c.src.slot, err)
 	}
 	c.src.statuses.Add(1)
 	// The next read that would wait past the interval times out, and
 	// Recv sends the next update.
 	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
-		return fmt.Errorf("postgres: replication of slot %q: %w", c.src.slot, err)
+		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 // StatusUpdates returns the number of standby status updates the
 // connections of s have sent.

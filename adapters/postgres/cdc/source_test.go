@@ -1,4 +1,4 @@
-package postgres_test
+package cdc_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
@@ -125,18 +125,18 @@ func replUntil(t testing.TB, what string, cond func() bool) {
 // replRun runs a Resumer over slot and publication pub of dsn with its
 // cursor in store until n events were handled (then it stops, committing
 // the last), and returns them.
-func replRun(t testing.TB, dsn, slot string, store cursor.Store[postgres.Cursor], n int, opts ...postgres.SourceOption) ([]postgres.Event, error) {
+func replRun(t testing.TB, dsn, slot string, store cursor.Store[cdc.Cursor], n int, opts ...cdc.SourceOption) ([]cdc.Event, error) {
 	t.Helper()
-	src, err := postgres.NewSource(dsn, slot, "pub", opts...)
+	src, err := cdc.NewSource(dsn, slot, "pub", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := postgres.NewResumer(src, store)
+	r, err := cdc.NewResumer(src, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []postgres.Event
-	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+	var got []cdc.Event
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
 		got = append(got, ev)
 		if len(got) == n {
 			return stream.ErrStop
@@ -147,9 +147,9 @@ func replRun(t testing.TB, dsn, slot string, store cursor.Store[postgres.Cursor]
 }
 
 // line describes an event as the example prints it.
-func line(ev postgres.Event) string {
+func line(ev cdc.Event) string {
 	row := ev.New
-	if ev.Op == postgres.Delete {
+	if ev.Op == cdc.Delete {
 		row = ev.Old
 	}
 	id, _ := row.Get("id")
@@ -163,7 +163,7 @@ func TestReplResumeInsideTransaction(t *testing.T) {
 		"INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g",
 		"BEGIN; UPDATE items SET v = 1 WHERE id = 4; DELETE FROM items WHERE id = 5; COMMIT",
 	)
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	first, err := replRun(t, dsn, slot, store, 3)
 	if err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
@@ -206,7 +206,7 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 	for i := range 20 {
 		replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(%d, %d) g", i*10+1, i*10+10))
 	}
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	first, err := replRun(t, dsn, slot, store, 5)
 	if err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
@@ -217,24 +217,24 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 	// is larger), and wait until the server has our status with the
 	// received position beyond them: the flush position must still be the
 	// saved cursor's.
-	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(10*time.Millisecond))
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := postgres.NewResumer(src, store, stream.WithCheckpointEvery(1000))
+	r, err := cdc.NewResumer(src, store, stream.WithCheckpointEvery(1000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
-	handled := make(chan postgres.Event, 200)
+	handled := make(chan cdc.Event, 200)
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Run(ctx, func(_ context.Context, ev postgres.Event) error {
+		done <- r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 			handled <- ev
 			return nil
 		})
 	}()
-	var last postgres.Event
+	var last cdc.Event
 	for range 195 {
 		select {
 		case last = <-handled:
@@ -253,18 +253,18 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 		t.Fatalf("Run() = %v, want context.Canceled", err)
 	}
 	final, _ := store.Load(context.Background())
-	if postgres.Compare(final, last.Cursor) < 0 { // a progress position may follow
+	if cdc.Compare(final, last.Cursor) < 0 { // a progress position may follow
 		t.Fatalf("store holds %v after Run, want at least %v", final, last.Cursor)
 	}
 	// The next Open confirms the final cursor.
 	ctx, cancel = context.WithCancel(ctxFor(t))
 	defer cancel()
-	r, err = postgres.NewResumer(src, store)
+	r, err = cdc.NewResumer(src, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		done <- r.Run(ctx, func(context.Context, postgres.Event) error {
+		done <- r.Run(ctx, func(context.Context, cdc.Event) error {
 			return errors.New("no change expected")
 		})
 	}()
@@ -310,29 +310,30 @@ func TestReplProgressOnQuietPublication(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) VALUES (1)")
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	first, err := replRun(t, dsn, slot, store, 1)
 	if err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
-	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(10*time.Millisecond))
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := postgres.NewResumer(src, store)
+	r, err := cdc.NewResumer(src, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Run(ctx, func(context.Context, postgres.Event) error {
+		done <- r.Run(ctx, func(context.Context, cdc.Event) error {
 			return errors.New("no change expected")
 		})
 	}()
 	replUntil(t, "a progress-only event and the slot to pass the last change", func() bool {
-		replExec(t, dsn, "INSERT INTO other (note) VALUES ('quiet')")
-		c := confirmedFlush(t, dsn, slot) // before the Store: the Store only moves on
+		replExec(t, dsn, "INSERT INTO other (note) SELECT 'quiet' FROM generate_series(1, 1000)") // beyond the 64 KiB slack
+		// confirmed_flush_lsn before the Store: the Store only moves on.
+		c := confirmedFlush(t, dsn, slot)
 		saved, _ := store.Load(context.Background())
 		if c > saved.LSN {
 			t.Fatalf("confirmed_flush_lsn %v is beyond the saved cursor %v", c, saved)
@@ -358,7 +359,7 @@ func TestReplProgressOnQuietPublication(t *testing.T) {
 // replChanged runs a stream on store after the source changed, and checks
 // that Run stops at once with ErrSourceChanged naming what changed,
 // handling nothing.
-func replChanged(t *testing.T, dsn, slot string, store cursor.Store[postgres.Cursor], want string) {
+func replChanged(t *testing.T, dsn, slot string, store cursor.Store[cdc.Cursor], want string) {
 	t.Helper()
 	got, err := replRun(t, dsn, slot, store, 1)
 	if len(got) != 0 {
@@ -374,7 +375,7 @@ func TestReplSlotRecreated(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -389,20 +390,20 @@ func TestReplSlotDropped(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
 		t.Fatal(err)
 	}
 	dropSlot(t, dsn, slot)
 	replChanged(t, dsn, slot, store, `slot "`+slot+`": was there at cursor`)
 	// A stream with no cursor creates the slot, and starts from it.
-	fresh := cursor.NewMemory(postgres.Cursor{})
+	fresh := cursor.NewMemory(cdc.Cursor{})
 	replExec(t, dsn, "INSERT INTO items (id) VALUES (100)")
-	src, err := postgres.NewSource(dsn, slot, "pub")
+	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := postgres.NewResumer(src, fresh)
+	r, err := cdc.NewResumer(src, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestReplSlotDropped(t *testing.T) {
 	done := make(chan error, 1)
 	var got []string
 	go func() {
-		done <- r.Run(ctx, func(_ context.Context, ev postgres.Event) error {
+		done <- r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 			got = append(got, line(ev))
 			return stream.ErrStop
 		})
@@ -455,7 +456,7 @@ func TestReplResync(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 5) g")
-	store := cursor.NewMemory(postgres.Cursor{})
+	store := cursor.NewMemory(cdc.Cursor{})
 	if _, err := replRun(t, dsn, slot, store, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -467,34 +468,34 @@ func TestReplResync(t *testing.T) {
 		"DELETE FROM items WHERE id = 4",
 		"INSERT INTO items (id) SELECT g FROM generate_series(6, 12) g")
 
-	src, err := postgres.NewSource(dsn, slot, "pub")
+	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resyncs []stream.ResyncEvent[postgres.Cursor]
-	r, err := postgres.NewResumer(src, store,
-		stream.WithResync(postgres.Resync(src, 3)),
-		stream.WithHooks(stream.Hooks[postgres.Cursor]{OnResync: func(e stream.ResyncEvent[postgres.Cursor]) { resyncs = append(resyncs, e) }}))
+	var resyncs []stream.ResyncEvent[cdc.Cursor]
+	r, err := cdc.NewResumer(src, store,
+		stream.WithResync(cdc.Resync(src, 3)),
+		stream.WithHooks(stream.Hooks[cdc.Cursor]{OnResync: func(e stream.ResyncEvent[cdc.Cursor]) { resyncs = append(resyncs, e) }}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var (
 		ops  []string
 		rows []string
-		end  postgres.Cursor
+		end  cdc.Cursor
 	)
-	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
 		ops = append(ops, ev.Op.String())
 		switch ev.Op {
-		case postgres.Snapshot:
+		case cdc.Snapshot:
 			id, _ := ev.New.Get("id")
 			v, _ := ev.New.Get("v")
 			rows = append(rows, fmt.Sprintf("%s %s=%s", ev.Relation, id, v))
-		case postgres.ResyncEnd:
+		case cdc.ResyncEnd:
 			end = ev.Cursor
 			// Committed after the snapshot: streamed after the replay.
 			replExec(t, dsn, "INSERT INTO items (id) VALUES (13)")
-		case postgres.Insert:
+		case cdc.Insert:
 			rows = append(rows, line(ev))
 			return stream.ErrStop
 		}
@@ -531,12 +532,12 @@ func TestReplResync(t *testing.T) {
 func TestReplConnCloseAndCancel(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
-	src, err := postgres.NewSource(dsn, slot, "pub")
+	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("close unblocks recv", func(t *testing.T) {
-		c, err := src.Open(ctxFor(t), postgres.Cursor{})
+		c, err := src.Open(ctxFor(t), cdc.Cursor{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -561,7 +562,7 @@ func TestReplConnCloseAndCancel(t *testing.T) {
 		awaitInactive(t, dsn, slot)
 	})
 	t.Run("cancel ends recv", func(t *testing.T) {
-		c, err := src.Open(ctxFor(t), postgres.Cursor{})
+		c, err := src.Open(ctxFor(t), cdc.Cursor{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -594,20 +595,20 @@ func TestNewSourceInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := postgres.NewSource(tt.dsn, tt.slot, tt.pub)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("NewSource() = %v, %v; want an error containing %q", src, err, tt.want)
+			src, err := cdc.NewSource(tt.dsn, tt.slot, tt.pub)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, cdc.ErrInvalid) || !errors.Is(err, stream.ErrInvalidOption) {
+				t.Fatalf("NewSource() = %v, %v; want an error containing %q matching ErrInvalid and stream.ErrInvalidOption", src, err, tt.want)
 			}
 		})
 	}
-	if _, err := postgres.NewSource("postgres://localhost/db", "s", "p", postgres.WithStatusInterval(-time.Second)); err == nil {
-		t.Fatal("NewSource(WithStatusInterval(-1s)) = nil error, want one")
+	if _, err := cdc.NewSource("postgres://localhost/db", "s", "p", cdc.WithStatusInterval(-time.Second)); !errors.Is(err, cdc.ErrInvalid) {
+		t.Fatalf("NewSource(WithStatusInterval(-1s)) = %v, want ErrInvalid", err)
 	}
-	if _, err := postgres.NewSource("postgres://localhost/db", "s", "p", nil, postgres.WithStatusInterval(0)); err != nil {
+	if _, err := cdc.NewSource("postgres://localhost/db", "s", "p", nil, cdc.WithStatusInterval(0)); err != nil {
 		t.Fatalf("NewSource(nil option, WithStatusInterval(0)) = %v, want nil", err)
 	}
-	if _, err := postgres.NewResumer(nil, cursor.NewMemory(postgres.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) {
-		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalidOption", err)
+	if _, err := cdc.NewResumer(nil, cursor.NewMemory(cdc.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) || !errors.Is(err, cdc.ErrInvalid) {
+		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalid and ErrInvalidOption", err)
 	}
 }
 
@@ -620,16 +621,16 @@ func TestReplStatusDuringLongTransaction(t *testing.T) {
 	dsn := newDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(1, %d) g", rows))
-	src, err := postgres.NewSource(dsn, slot, "pub", postgres.WithStatusInterval(time.Millisecond))
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := postgres.NewResumer(src, cursor.NewMemory(postgres.Cursor{}))
+	r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []postgres.Event
-	err = r.Run(ctxFor(t), func(_ context.Context, ev postgres.Event) error {
+	var got []cdc.Event
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
 		if got = append(got, ev); len(got) == rows {
 			return stream.ErrStop
 		}
@@ -638,7 +639,7 @@ func TestReplStatusDuringLongTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
-	if n := postgres.StatusUpdates(src); n < 10 {
+	if n := cdc.StatusUpdates(src); n < 10 {
 		t.Fatalf("%d status updates sent while streaming, want many", n)
 	} else {
 		t.Logf("%d status updates sent while streaming", n)

@@ -1,4 +1,4 @@
-package postgres
+package cdc
 
 import (
 	"context"
@@ -29,6 +29,11 @@ const defaultResyncPage = 1000
 // a [ResyncStart], a [Snapshot] event per row and a [ResyncEnd]. The stream
 // then goes on from the slot's start. Rows deleted in the gap are not
 // replayed: drop what the replay lacks. Nothing is held beyond one page.
+// The ResyncStart and Snapshot events carry a cursor (Index -2) that a
+// stream does not resume from: a replay interrupted after a handler
+// committed such a cursor (postgres.Transactional) is done again from its
+// start. The publication's name is folded to lower case, as the server
+// folds the unquoted name.
 func Resync(src *Source, pageSize int) stream.ResyncFunc[Event, Cursor] {
 	if pageSize <= 0 {
 		pageSize = defaultResyncPage
@@ -36,7 +41,7 @@ func Resync(src *Source, pageSize int) stream.ResyncFunc[Event, Cursor] {
 	return func(ctx context.Context, _ error, emit func(Event) error) (Cursor, error) {
 		pg, err := pgconn.ConnectConfig(ctx, src.cfg)
 		if err != nil {
-			return Cursor{}, classify(fmt.Errorf("postgres: resync: connecting: %w", err))
+			return Cursor{}, classify(fmt.Errorf("cdc: resync: connecting: %w", err))
 		}
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
@@ -55,18 +60,18 @@ func Resync(src *Source, pageSize int) stream.ResyncFunc[Event, Cursor] {
 func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, emit func(Event) error) (Cursor, error) {
 	sys, err := pglogrepl.IdentifySystem(ctx, pg)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("postgres: resync: IDENTIFY_SYSTEM: %w", err)
+		return Cursor{}, fmt.Errorf("cdc: resync: IDENTIFY_SYSTEM: %w", err)
 	}
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
 		return Cursor{}, err
 	}
 	if found {
-		if err := st.check(s.slot, sys.DBName, Cursor{}); err != nil {
+		if err := st.usable(s.slot, sys.DBName); err != nil {
 			return Cursor{}, err // not a slot of ours to drop
 		}
 		if err := pglogrepl.DropReplicationSlot(ctx, pg, s.slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil {
-			return Cursor{}, fmt.Errorf("postgres: resync: dropping slot %q: %w", s.slot, err)
+			return Cursor{}, fmt.Errorf("cdc: resync: dropping slot %q: %w", s.slot, err)
 		}
 	}
 	if err := execAll(ctx, pg, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ"); err != nil {
@@ -75,24 +80,31 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "USE_SNAPSHOT"})
 	if err != nil {
-		return Cursor{}, fmt.Errorf("postgres: resync: creating slot %q: %w", s.slot, err)
+		return Cursor{}, fmt.Errorf("cdc: resync: creating slot %q: %w", s.slot, err)
 	}
 	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("postgres: resync: slot %q: %w", s.slot, err)
+		return Cursor{}, fmt.Errorf("cdc: resync: slot %q: %w", s.slot, err)
 	}
 	cur := Cursor{LSN: at, Index: -1, System: sys.SystemID, Timeline: sys.Timeline, Slot: s.slot}
-	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: cur}); err != nil {
+	// The replay's events carry a cursor a stream cannot resume from: a
+	// handler that commits it (postgres.Transactional) and then crashes
+	// resyncs again from the start, not after the replay's first rows.
+	inReplay := cur
+	inReplay.Index = replayIndex
+	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: inReplay}); err != nil {
 		return Cursor{}, err
 	}
-	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+s.pub+"' ORDER BY 1, 2").ReadAll()
+	// The server folds an unquoted name to lower case, as pgoutput does
+	// with publication_names.
+	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+strings.ToLower(s.pub)+"' ORDER BY 1, 2").ReadAll()
 	if err != nil {
-		return Cursor{}, fmt.Errorf("postgres: resync: tables of publication %q: %w", s.pub, err)
+		return Cursor{}, fmt.Errorf("cdc: resync: tables of publication %q: %w", s.pub, err)
 	}
 	for _, row := range tables[0].Rows {
 		rel := string(row[0]) + "." + string(row[1])
 		if err := replayTable(ctx, pg, rel, quoteIdent(string(row[0]))+"."+quoteIdent(string(row[1])), pageSize, func(ev Event) error {
-			ev.LSN, ev.Index, ev.Cursor = at, -1, cur
+			ev.LSN, ev.Index, ev.Cursor = at, -1, inReplay
 			return emit(ev)
 		}); err != nil {
 			return Cursor{}, err
@@ -118,7 +130,7 @@ func replayTable(ctx context.Context, pg *pgconn.PgConn, rel, quoted string, pag
 	for {
 		res, err := pg.Exec(ctx, fetch).ReadAll()
 		if err != nil {
-			return fmt.Errorf("postgres: resync: reading %s: %w", rel, err)
+			return fmt.Errorf("cdc: resync: reading %s: %w", rel, err)
 		}
 		page := res[0]
 		if names == nil {
@@ -148,7 +160,7 @@ func replayTable(ctx context.Context, pg *pgconn.PgConn, rel, quoted string, pag
 func execAll(ctx context.Context, pg *pgconn.PgConn, sql ...string) error {
 	for _, q := range sql {
 		if _, err := pg.Exec(ctx, q).ReadAll(); err != nil {
-			return fmt.Errorf("postgres: resync: %s: %w", q, err)
+			return fmt.Errorf("cdc: resync: %s: %w", q, err)
 		}
 	}
 	return nil
