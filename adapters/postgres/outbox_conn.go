@@ -1,0 +1,258 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// errOutboxClosed is what Recv returns once Close was called.
+var errOutboxClosed = errors.New("postgres: outbox connection closed")
+
+// minHeldWait is the first wait before reading again while committed rows
+// are held back; it doubles up to the poll interval.
+const minHeldWait = 20 * time.Millisecond
+
+// outboxConn is one connection of an Outbox: a database connection of its
+// own, the page read last, and the position after it.
+type outboxConn[T any] struct {
+	src    *Outbox[T]
+	sql    outboxSQL
+	system string
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+
+	mu    sync.Mutex // held by Recv while it uses pg, and by Close
+	pg    *pgx.Conn  // nil once closed
+	woken bool       // a notification arrived since the last read; set on Recv's goroutine, by pg
+
+	batch   []OutboxEvent[T] // the page read last
+	next    int              // the next of batch to deliver
+	after   OutboxCursor     // the last row read
+	held    time.Duration    // the wait while rows are held back; 0 when not
+	deleted OutboxCursor     // rows up to here were deleted by this connection
+}
+
+// notified is pg's OnNotification: it runs inside a pg call on Recv's
+// goroutine.
+func (c *outboxConn[T]) notified(*pgconn.PgConn, *pgconn.Notification) { c.woken = true }
+
+// Recv returns the next row, reading the table when the page read last is
+// delivered, and waiting for a notification (or the poll interval) when
+// there is nothing to read.
+func (c *outboxConn[T]) Recv(ctx context.Context) (OutboxEvent[T], error) {
+	var zero OutboxEvent[T]
+	if c.next < len(c.batch) {
+		ev := c.batch[c.next]
+		c.batch[c.next] = zero
+		c.next++
+		return ev, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pg == nil {
+		return zero, errOutboxClosed
+	}
+	ctx, stop := c.merge(ctx)
+	defer stop()
+	for {
+		wait, err := c.read(ctx)
+		if err != nil {
+			return zero, c.ended(ctx, err)
+		}
+		if len(c.batch) > 0 {
+			c.next = 1
+			ev := c.batch[0]
+			c.batch[0] = zero
+			return ev, nil
+		}
+		if err := c.wait(ctx, wait); err != nil {
+			return zero, c.ended(ctx, err)
+		}
+	}
+}
+
+// merge returns a context that ends with ctx or with Close.
+func (c *outboxConn[T]) merge(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// ended returns the error Recv returns for err: the caller's context's
+// end, Close, or err itself.
+func (c *outboxConn[T]) ended(ctx context.Context, err error) error {
+	switch {
+	case c.ctx.Err() != nil:
+		return errOutboxClosed
+	case ctx.Err() != nil:
+		return fmt.Errorf("postgres: outbox %s: %w", c.src.name, context.Cause(ctx))
+	}
+	return err
+}
+
+// read deletes what a Deleting store allows, then reads a page into batch,
+// records the hold, and returns how long to wait for a notification when
+// the page is empty.
+func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
+	if err := c.delete(ctx); err != nil {
+		return 0, err
+	}
+	c.woken = false
+	c.batch, c.next = c.batch[:0], 0
+	rows, err := c.pg.Query(ctx, c.sql.page, int64(c.after.Tx), c.after.Seq, cap(c.batch))
+	if err != nil {
+		return 0, fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+	}
+	var xmin, next uint64
+	held := false
+	for rows.Next() {
+		raw, fds := rows.RawValues(), rows.FieldDescriptions()
+		xmin, next, held = uint64(rawInt(fds[0], raw[0])), uint64(rawInt(fds[1], raw[1])), rawBool(fds[2], raw[2])
+		if raw[3] == nil {
+			break // no row: the one line of the snapshot alone
+		}
+		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[3], raw[3])), Seq: rawInt(fds[4], raw[4]), System: c.system}}
+		if ev.Row, err = c.src.scan(userRow{rows}); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("postgres: outbox %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
+		}
+		c.batch = append(c.batch, ev)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		c.batch = c.batch[:0]
+		return 0, fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+	}
+	if err := c.identity(c.after, next); err != nil {
+		c.batch = c.batch[:0]
+		return 0, err
+	}
+	if len(c.batch) > 0 {
+		c.after = c.batch[len(c.batch)-1].Cursor
+	}
+	c.recordHold(ctx, held, xmin)
+	return c.nextWait(held), nil
+}
+
+// nextWait returns how long to wait for a notification: the poll
+// interval, or while rows are held back a wait that starts at minHeldWait
+// and doubles up to it.
+func (c *outboxConn[T]) nextWait(held bool) time.Duration {
+	poll := c.src.set.poll
+	if !held {
+		c.held = 0
+		return poll
+	}
+	c.held = min(max(2*c.held, minHeldWait), poll)
+	return c.held
+}
+
+// recordHold tells the Outbox what the read found, and looks up the
+// backend of a new holder.
+func (c *outboxConn[T]) recordHold(ctx context.Context, held bool, xmin uint64) {
+	if !c.src.setHold(held, xmin, time.Now()) {
+		return
+	}
+	var pid int32
+	// The PID only helps an operator: a failed look-up leaves it 0, and a
+	// broken connection shows at the next read.
+	if err := c.pg.QueryRow(ctx, outboxHolderSQL, strconv.FormatUint(xmin&0xffffffff, 10)).Scan(&pid); err == nil {
+		c.src.setHolder(xmin, int(pid))
+	}
+}
+
+// delete deletes the rows up to the cursor a Deleting store holds, once
+// per cursor, when it belongs to this server.
+func (c *outboxConn[T]) delete(ctx context.Context) error {
+	upTo, ok := c.src.toDelete()
+	if !ok || upTo.Compare(c.deleted) <= 0 || (upTo.System != "" && upTo.System != c.system) {
+		return nil
+	}
+	if _, err := c.pg.Exec(ctx, c.sql.del, int64(upTo.Tx), upTo.Seq); err != nil {
+		return fmt.Errorf("postgres: outbox %s: deleting the rows up to %v: %w", c.src.name, upTo, err)
+	}
+	c.deleted = upTo
+	return nil
+}
+
+// wait waits up to d for a notification (without LISTEN, d).
+func (c *outboxConn[T]) wait(ctx context.Context, d time.Duration) error {
+	if c.woken {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if c.src.set.channel == "" {
+		<-wctx.Done()
+	} else if err := c.pg.PgConn().WaitForNotification(wctx); err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
+		return fmt.Errorf("postgres: outbox %s: waiting for a notification: %w", c.src.name, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Close ends a pending Recv and closes the database connection. It may be
+// called more than once.
+func (c *outboxConn[T]) Close() error {
+	c.cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pg != nil {
+		closeConn(c.pg)
+		c.pg = nil
+	}
+	return nil
+}
+
+// userRow is a row of the page statement as the scan function sees it:
+// the table's columns other than xid, without the five the Outbox reads.
+type userRow struct{ rows pgx.Rows }
+
+const ownColumns = 5
+
+func (r userRow) FieldDescriptions() []pgconn.FieldDescription {
+	return r.rows.FieldDescriptions()[ownColumns:]
+}
+
+func (r userRow) Scan(dest ...any) error {
+	all := make([]any, ownColumns, ownColumns+len(dest))
+	return r.rows.Scan(append(all, dest...)...)
+}
+
+func (r userRow) Values() ([]any, error) {
+	v, err := r.rows.Values()
+	if err != nil {
+		return nil, err
+	}
+	return v[ownColumns:], nil
+}
+
+func (r userRow) RawValues() [][]byte { return r.rows.RawValues()[ownColumns:] }
+
+// rawInt decodes an int8 value as pgx received it (binary or text).
+func rawInt(fd pgconn.FieldDescription, b []byte) int64 {
+	if fd.Format == pgx.BinaryFormatCode && len(b) == 8 {
+		return int64(binary.BigEndian.Uint64(b))
+	}
+	n, _ := strconv.ParseInt(string(b), 10, 64)
+	return n
+}
+
+// rawBool decodes a bool value as pgx received it (binary or text).
+func rawBool(fd pgconn.FieldDescription, b []byte) bool {
+	if fd.Format == pgx.BinaryFormatCode {
+		return len(b) == 1 && b[0] == 1
+	}
+	return len(b) == 1 && b[0] == 't'
+}
