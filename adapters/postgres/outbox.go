@@ -314,7 +314,9 @@ func (o *Outbox[T]) toDelete() (OutboxCursor, bool) {
 // outboxSQL holds the statements of an Outbox, made by Open once the
 // table's columns are known.
 type outboxSQL struct {
-	page, del string
+	page  string // the rows after a cursor, of transactions older than any running
+	state string // the snapshot's xmin and xmax, and whether visible rows wait at or beyond xmin
+	del   string // the rows up to a cursor
 }
 
 // The statements that do not depend on the table's columns.
@@ -322,33 +324,31 @@ const (
 	outboxColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(pg_get_expr(d.adbin, d.adrelid), '')
 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
-	outboxIdentitySQL = `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`
-	outboxSystemSQL   = `SELECT system_identifier::text FROM pg_control_system()`
-	outboxHolderSQL   = `SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE backend_xid = $1::text::xid LIMIT 1), 0)`
-	xidDefault        = "pg_current_xact_id()"
+	outboxSystemSQL = `SELECT system_identifier::text FROM pg_control_system()`
+	outboxHolderSQL = `SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE backend_xid = $1::text::xid LIMIT 1), 0)`
+	xidDefault      = "pg_current_xact_id()"
 )
 
-// statements returns the page and delete statements for the table whose
-// columns other than xid are cols.
+// statements returns the statements for the table whose columns other
+// than xid are cols. The page's bound is materialized: computed once, a
+// parameter of the index scan on (xid, id).
 func (o *Outbox[T]) statements(cols []string) outboxSQL {
 	t := pgx.Identifier(o.table).Sanitize()
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
-		quoted[i] = "r." + pgx.Identifier{c}.Sanitize()
+		quoted[i] = pgx.Identifier{c}.Sanitize()
 	}
-	inner := make([]string, len(cols))
-	for i, c := range cols {
-		inner[i] = pgx.Identifier{c}.Sanitize()
+	return outboxSQL{
+		page: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
+SELECT xid, id` + prefixComma(quoted) + ` FROM ` + t + `
+WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
+ORDER BY xid, id LIMIT $3`,
+		state: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(x) AS xmin, pg_snapshot_xmax(x) AS xmax FROM pg_current_snapshot() x)
+SELECT xmin::text::bigint, xmax::text::bigint,
+  (SELECT xid FROM ` + t + ` WHERE xid >= s.xmin ORDER BY xid LIMIT 1) IS NOT NULL
+FROM s`,
+		del: `DELETE FROM ` + t + ` WHERE (xid, id) <= ($1::bigint::text::xid8, $2::bigint)`,
 	}
-	page := `SELECT s.xmin::text::bigint, s.xmax::text::bigint,
-  EXISTS (SELECT 1 FROM ` + t + ` WHERE xid >= s.xmin) AS held,
-  r.resumable_xid::text::bigint, r.resumable_seq` + prefixComma(quoted) + `
-FROM (SELECT pg_snapshot_xmin(x) AS xmin, pg_snapshot_xmax(x) AS xmax FROM pg_current_snapshot() x) s
-LEFT JOIN LATERAL (SELECT xid AS resumable_xid, id AS resumable_seq` + prefixComma(inner) + ` FROM ` + t + `
-  WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < s.xmin
-  ORDER BY xid, id LIMIT $3) r ON true`
-	del := `DELETE FROM ` + t + ` WHERE (xid, id) <= ($1::bigint::text::xid8, $2::bigint)`
-	return outboxSQL{page: page, del: del}
 }
 
 func prefixComma(s []string) string {
@@ -432,11 +432,7 @@ func (c *outboxConn[T]) setUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres: outbox %s: reading the system identifier: %w", o.name, err)
 	}
-	var next int64
-	if err := c.pg.QueryRow(ctx, outboxIdentitySQL).Scan(&next); err != nil {
-		return fmt.Errorf("postgres: outbox %s: reading the next transaction id: %w", o.name, err)
-	}
-	if err := c.identity(c.after, uint64(next)); err != nil {
+	if _, _, err := c.state(ctx); err != nil {
 		return err
 	}
 	if o.set.channel != "" {

@@ -39,6 +39,7 @@ type outboxConn[T any] struct {
 	after   OutboxCursor     // the last row read
 	held    time.Duration    // the wait while rows are held back; 0 when not
 	deleted OutboxCursor     // rows up to here were deleted by this connection
+	row     userRow          // what scan is given
 }
 
 // notified is pg's OnNotification: it runs inside a pg call on Recv's
@@ -99,48 +100,72 @@ func (c *outboxConn[T]) ended(ctx context.Context, err error) error {
 	return err
 }
 
-// read deletes what a Deleting store allows, then reads a page into batch,
-// records the hold, and returns how long to wait for a notification when
-// the page is empty.
+// read deletes what a Deleting store allows, then reads a page into batch
+// and returns how long to wait for a notification when it is empty. A page
+// that is not full is followed by a look at the snapshot: whether rows are
+// held back, and whether the cursor still belongs to this server.
 func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
 	if err := c.delete(ctx); err != nil {
 		return 0, err
 	}
 	c.woken = false
-	c.batch, c.next = c.batch[:0], 0
-	rows, err := c.pg.Query(ctx, c.sql.page, int64(c.after.Tx), c.after.Seq, cap(c.batch))
-	if err != nil {
-		return 0, fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
-	}
-	var xmin, next uint64
-	held := false
-	for rows.Next() {
-		raw, fds := rows.RawValues(), rows.FieldDescriptions()
-		xmin, next, held = uint64(rawInt(fds[0], raw[0])), uint64(rawInt(fds[1], raw[1])), rawBool(fds[2], raw[2])
-		if raw[3] == nil {
-			break // no row: the one line of the snapshot alone
-		}
-		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[3], raw[3])), Seq: rawInt(fds[4], raw[4]), System: c.system}}
-		if ev.Row, err = c.src.scan(userRow{rows}); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("postgres: outbox %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
-		}
-		c.batch = append(c.batch, ev)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		c.batch = c.batch[:0]
-		return 0, fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
-	}
-	if err := c.identity(c.after, next); err != nil {
-		c.batch = c.batch[:0]
+	if err := c.page(ctx); err != nil {
+		c.batch, c.next = c.batch[:0], 0
 		return 0, err
 	}
 	if len(c.batch) > 0 {
 		c.after = c.batch[len(c.batch)-1].Cursor
+		if len(c.batch) == cap(c.batch) {
+			return 0, nil
+		}
+	}
+	held, xmin, err := c.state(ctx)
+	if err != nil {
+		c.batch, c.next = c.batch[:0], 0
+		return 0, err
 	}
 	c.recordHold(ctx, held, xmin)
 	return c.nextWait(held), nil
+}
+
+// page reads the rows after c.after into batch.
+func (c *outboxConn[T]) page(ctx context.Context) error {
+	c.batch, c.next = c.batch[:0], 0
+	rows, err := c.pg.Query(ctx, c.sql.page, int64(c.after.Tx), c.after.Seq, cap(c.batch))
+	if err != nil {
+		return fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+	}
+	defer rows.Close()
+	c.row.rows = rows
+	defer func() { c.row.rows = nil }()
+	if c.row.dest == nil {
+		c.row.dest = make([]any, ownColumns, 2*ownColumns)
+	}
+	for rows.Next() {
+		raw, fds := rows.RawValues(), rows.FieldDescriptions()
+		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[0], raw[0])), Seq: rawInt(fds[1], raw[1]), System: c.system}}
+		if ev.Row, err = c.src.scan(&c.row); err != nil {
+			return fmt.Errorf("postgres: outbox %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
+		}
+		c.batch = append(c.batch, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+	}
+	return nil
+}
+
+// state reads the snapshot: whether committed rows wait behind the running
+// transaction xmin, and checks that c.after belongs to this server.
+func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, err error) {
+	var lo, next int64
+	if err := c.pg.QueryRow(ctx, c.sql.state).Scan(&lo, &next, &held); err != nil {
+		return false, 0, fmt.Errorf("postgres: outbox %s: reading the snapshot: %w", c.src.name, err)
+	}
+	if err := c.identity(c.after, uint64(next)); err != nil {
+		return false, 0, err
+	}
+	return held, uint64(lo), nil
 }
 
 // nextWait returns how long to wait for a notification: the poll
@@ -216,21 +241,27 @@ func (c *outboxConn[T]) Close() error {
 }
 
 // userRow is a row of the page statement as the scan function sees it:
-// the table's columns other than xid, without the five the Outbox reads.
-type userRow struct{ rows pgx.Rows }
+// the table's columns other than xid, without the two the Outbox reads
+// first (xid, id).
+type userRow struct {
+	rows pgx.Rows
+	dest []any // Scan's destinations, the first ownColumns nil: kept between rows
+}
 
-const ownColumns = 5
+const ownColumns = 2 // xid, id
 
-func (r userRow) FieldDescriptions() []pgconn.FieldDescription {
+func (r *userRow) FieldDescriptions() []pgconn.FieldDescription {
 	return r.rows.FieldDescriptions()[ownColumns:]
 }
 
-func (r userRow) Scan(dest ...any) error {
-	all := make([]any, ownColumns, ownColumns+len(dest))
-	return r.rows.Scan(append(all, dest...)...)
+func (r *userRow) Scan(dest ...any) error {
+	r.dest = append(r.dest[:ownColumns], dest...)
+	err := r.rows.Scan(r.dest...)
+	clear(r.dest[ownColumns:])
+	return err
 }
 
-func (r userRow) Values() ([]any, error) {
+func (r *userRow) Values() ([]any, error) {
 	v, err := r.rows.Values()
 	if err != nil {
 		return nil, err
@@ -238,7 +269,7 @@ func (r userRow) Values() ([]any, error) {
 	return v[ownColumns:], nil
 }
 
-func (r userRow) RawValues() [][]byte { return r.rows.RawValues()[ownColumns:] }
+func (r *userRow) RawValues() [][]byte { return r.rows.RawValues()[ownColumns:] }
 
 // rawInt decodes an int8 value as pgx received it (binary or text).
 func rawInt(fd pgconn.FieldDescription, b []byte) int64 {
@@ -247,12 +278,4 @@ func rawInt(fd pgconn.FieldDescription, b []byte) int64 {
 	}
 	n, _ := strconv.ParseInt(string(b), 10, 64)
 	return n
-}
-
-// rawBool decodes a bool value as pgx received it (binary or text).
-func rawBool(fd pgconn.FieldDescription, b []byte) bool {
-	if fd.Format == pgx.BinaryFormatCode {
-		return len(b) == 1 && b[0] == 1
-	}
-	return len(b) == 1 && b[0] == 't'
 }

@@ -185,8 +185,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // soakResult is what a run measured.
 type soakResult struct {
 	committed, rolledBack, lines, duplicates, naiveSkipped int
-	p50, p99, max                                      time.Duration
-	elapsed                                            time.Duration
+	p50, p99, max                                          time.Duration
+	elapsed                                                time.Duration
 }
 
 func (r soakResult) String() string {

@@ -1,0 +1,98 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/resumable-go/resumable/adapters/postgres"
+)
+
+// benchOutboxRows is the table both relays of BenchmarkOutboxRelay read
+// from start to end: 200 transactions of 100 rows.
+const benchOutboxRows = 20000
+
+// benchOutbox returns a pool on a database of b's own holding the outbox
+// table with benchOutboxRows rows, and its Outbox.
+func benchOutbox(b *testing.B) (*pgxpool.Pool, *postgres.Outbox[msg]) {
+	b.Helper()
+	pool, _ := newPool(b, newDB(b))
+	o := newOutbox(b, pool)
+	openOutbox(b, o, postgres.OutboxCursor{}).Close()
+	for range benchOutboxRows / 100 {
+		execSQL(b, pool, "INSERT INTO outbox (payload) SELECT 'payload ' || g FROM generate_series(1, 100) g")
+	}
+	execSQL(b, pool, "VACUUM ANALYZE outbox")
+	return pool, o
+}
+
+// BenchmarkOutboxRelay reads the same 20,000 committed rows with the
+// Outbox (a connection's Recv, as a Resumer calls it) and with a plain
+// id > last loop of pages of the same size scanned the same way, each on a
+// connection of its own, connecting not counted. One op reads the table
+// with both, in turns (which goes first alternates), so that a machine
+// busy with other work slows both alike; outbox-rows/s and id>last-rows/s
+// are their throughputs, ratio the first over the second.
+func BenchmarkOutboxRelay(b *testing.B) {
+	pool, o := benchOutbox(b)
+	ctx := ctxFor(b)
+	var outbox, naive time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			outbox += relayOutbox(b, ctx, o)
+			naive += relayNaive(b, ctx, pool)
+		} else {
+			naive += relayNaive(b, ctx, pool)
+			outbox += relayOutbox(b, ctx, o)
+		}
+	}
+	b.ReportMetric(float64(benchOutboxRows*b.N)/outbox.Seconds(), "outbox-rows/s")
+	b.ReportMetric(float64(benchOutboxRows*b.N)/naive.Seconds(), "id>last-rows/s")
+	b.ReportMetric(naive.Seconds()/outbox.Seconds(), "ratio")
+}
+
+// relayOutbox reads the whole table with o and returns how long the reads
+// took.
+func relayOutbox(b *testing.B, ctx context.Context, o *postgres.Outbox[msg]) time.Duration {
+	c, err := o.Open(ctx, postgres.OutboxCursor{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	for range benchOutboxRows {
+		if _, err := c.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
+}
+
+// relayNaive reads the whole table id > last and returns how long the
+// reads took.
+func relayNaive(b *testing.B, ctx context.Context, pool *pgxpool.Pool) time.Duration {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	start := time.Now()
+	var last int64
+	for n := 0; n < benchOutboxRows; {
+		rows, err := conn.Query(ctx, "SELECT id, payload FROM outbox WHERE id > $1 ORDER BY id LIMIT 500", last) // the Outbox's default batch
+		if err != nil {
+			b.Fatal(err)
+		}
+		page, err := pgx.CollectRows(rows, pgx.RowToStructByName[msg])
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(page)
+		last = page[len(page)-1].ID
+	}
+	return time.Since(start)
+}
