@@ -481,3 +481,34 @@ func TestOutboxTransactional(t *testing.T) {
 		t.Fatalf("effects %s, duplicates %v; want %s", got, dups, want(rows))
 	}
 }
+
+// TestOutboxSelectOnly: a role that may only connect and SELECT from the
+// table relays it, holds included: no replication, no superuser.
+func TestOutboxSelectOnly(t *testing.T) {
+	dsn := newDB(t)
+	pool, _ := newPool(t, dsn)
+	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
+	role := fmt.Sprintf("relay_%d", time.Now().UnixNano())
+	execSQL(t, pool, "CREATE ROLE "+role+" LOGIN", "GRANT SELECT ON outbox TO "+role)
+	t.Cleanup(func() {
+		pgtest.Shared(t).Exec(context.Background(), "DROP OWNED BY "+role, "DROP ROLE "+role)
+	})
+	relayPool, _ := newPool(t, strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1))
+	o, err := postgres.NewOutbox(relayPool, "outbox", pgx.RowToStructByName[msg], postgres.WithPollInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openOutbox(t, o, postgres.OutboxCursor{})
+	open := begin(t, pool, "first")
+	commit(t, begin(t, pool, "second"))
+	got := recvAsync(t, c, 2)
+	ctx := ctxFor(t)
+	awaitCond(t, ctx, "a hold", func() bool { return o.Hold().Tx != 0 })
+	h := o.Hold()
+	commit(t, open)
+	evs := <-got
+	if fmt.Sprint(payloads(evs)) != "[first second]" {
+		t.Fatalf("rows = %v, want [first second]", payloads(evs))
+	}
+	t.Logf("as a SELECT-only role: system identifier %q, holder pid %d (0: not visible to the role)", evs[0].Cursor.System, h.PID)
+}

@@ -16,8 +16,10 @@
 //
 //	handled ID
 //
-// and saves its cursor in the state file (after every row, or every -every
-// rows). Everything else goes to stderr, a line a second while the relay is
+// and saves its cursor in the state file: at the first row after 100ms
+// since the last save (-checkpoint; 0 saves after every row, an fsync
+// each), when the connection ends, and on exit. A SIGKILL makes it print
+// again at most the rows handled since the last save. Everything else goes to stderr, a line a second while the relay is
 // held back by a transaction that stays open ("held 12s by transaction N,
 // pid P"). On SIGTERM or SIGINT it saves and exits with status 0. When the
 // server is not the one the saved cursor came from (a restored or recreated
@@ -25,7 +27,7 @@
 //
 // Usage:
 //
-//	go run ./examples/outbox -dsn DSN -table NAME -state FILE [-every N] [-poll D] [-listen=false]
+//	go run ./examples/outbox -dsn DSN -table NAME -state FILE [-checkpoint D] [-poll D] [-listen=false]
 package main
 
 import (
@@ -61,7 +63,7 @@ func main() {
 // config is what the flags say.
 type config struct {
 	dsn, table, state string
-	every             int
+	checkpoint        time.Duration
 	poll              time.Duration
 	listen            bool
 }
@@ -80,7 +82,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.dsn, "dsn", "", "the database (a postgres:// URL or key=value string)")
 	fs.StringVar(&cfg.table, "table", "", "the outbox table, name or schema.name (created when missing)")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
-	fs.IntVar(&cfg.every, "every", 1, "save the cursor every N rows (and on exit)")
+	fs.DurationVar(&cfg.checkpoint, "checkpoint", 100*time.Millisecond, "save the cursor at most this often (and on exit); 0: after every row")
 	fs.DurationVar(&cfg.poll, "poll", time.Second, "read the table at least this often")
 	fs.BoolVar(&cfg.listen, "listen", true, "LISTEN for the trigger's notifications (else only poll)")
 	if err := fs.Parse(args); err != nil {
@@ -90,8 +92,8 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 		fs.Usage()
 		return errors.New("-dsn, -table and -state are all required")
 	}
-	if cfg.every < 1 {
-		return errors.New("-every must be at least 1")
+	if cfg.checkpoint < 0 {
+		return errors.New("-checkpoint must not be negative")
 	}
 	return relay(ctx, stdout, stderr, cfg)
 }
@@ -115,9 +117,12 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
+	save := stream.WithCheckpointEvery(1)
+	if cfg.checkpoint > 0 {
+		save = stream.WithCheckpointInterval(cfg.checkpoint)
+	}
 	r, err := stream.New(src, postgres.ExtractOutbox[row], store,
-		stream.WithCursorOrder(postgres.OutboxCursor.Compare),
-		stream.WithCheckpointEvery(cfg.every))
+		stream.WithCursorOrder(postgres.OutboxCursor.Compare), save)
 	if err != nil {
 		return err
 	}
