@@ -43,7 +43,6 @@ type Outbox[T any] struct {
 	name  string // the table as given, for messages
 	scan  pgx.RowToFunc[T]
 	set   outboxSettings
-	sql   outboxSQL
 
 	mu        sync.Mutex
 	hold      OutboxHold
@@ -219,8 +218,8 @@ func NewOutbox[T any](pool *pgxpool.Pool, table string, scan pgx.RowToFunc[T], o
 // its ctx ends (see stream.Source).
 func (o *Outbox[T]) RecvRespectsContext() bool { return true }
 
-// Hold reports what holds the relay back now; the zero OutboxHold when
-// nothing does. It is safe to call at any time, from any goroutine (a
+// Hold reports what held the relay back at its last read; the zero
+// OutboxHold when nothing did. It is safe to call at any time, from any goroutine (a
 // metrics scrape, a ticker that logs).
 func (o *Outbox[T]) Hold() OutboxHold {
 	o.mu.Lock()

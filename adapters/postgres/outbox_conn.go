@@ -16,9 +16,15 @@ import (
 // errOutboxClosed is what Recv returns once Close was called.
 var errOutboxClosed = errors.New("postgres: outbox connection closed")
 
-// minHeldWait is the first wait before reading again while committed rows
-// are held back; it doubles up to the poll interval.
-const minHeldWait = 20 * time.Millisecond
+// While committed rows are held back, a connection reads again after
+// minHeldWait, doubling up to maxHeldWait (or the poll interval if
+// shorter): the holder may end without notifying anyone (a rollback, a
+// transaction that wrote elsewhere). A read is one index probe; ten a
+// second during a long hold cost the server nothing noticeable.
+const (
+	minHeldWait = 10 * time.Millisecond
+	maxHeldWait = 100 * time.Millisecond
+)
 
 // outboxConn is one connection of an Outbox: a database connection of its
 // own, the page read last, and the position after it.
@@ -170,14 +176,14 @@ func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, err 
 
 // nextWait returns how long to wait for a notification: the poll
 // interval, or while rows are held back a wait that starts at minHeldWait
-// and doubles up to it.
+// and doubles up to maxHeldWait.
 func (c *outboxConn[T]) nextWait(held bool) time.Duration {
 	poll := c.src.set.poll
 	if !held {
 		c.held = 0
 		return poll
 	}
-	c.held = min(max(2*c.held, minHeldWait), poll)
+	c.held = min(max(2*c.held, minHeldWait), maxHeldWait, poll)
 	return c.held
 }
 
