@@ -42,6 +42,7 @@ func outboxBin(t testing.TB) string {
 type soak struct {
 	writers, rows, kills int
 	args                 []string // the example's flags beyond -dsn, -table, -state
+	idle                 bool     // the writers' random pause is before BEGIN, not inside the transaction
 
 	mu         sync.Mutex
 	committed  map[int64]time.Time // id → when its commit returned
@@ -103,6 +104,13 @@ func (s *soak) write(ctx context.Context, pool *pgxpool.Pool, seed uint64) error
 		if _, committed, _ := s.counts(); committed >= s.rows {
 			return nil
 		}
+		pause := time.Duration(rng.IntN(301)) * time.Millisecond
+		if s.idle {
+			if err := sleepCtx(ctx, pause); err != nil {
+				return err
+			}
+			pause = 0
+		}
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -117,7 +125,7 @@ func (s *soak) write(ctx context.Context, pool *pgxpool.Pool, seed uint64) error
 			ids = append(ids, id)
 		}
 		// The workload: a transaction that stays open a while.
-		if err := sleepCtx(ctx, time.Duration(rng.IntN(301))*time.Millisecond); err != nil {
+		if err := sleepCtx(ctx, pause); err != nil {
 			tx.Rollback(ctx)
 			return err
 		}
@@ -327,7 +335,10 @@ func TestOutboxSoak(t *testing.T) {
 }
 
 // TestOutboxLatency measures commit → handled without kills, with
-// LISTEN/NOTIFY and polling alone (every 200ms).
+// LISTEN/NOTIFY and polling alone (every 200ms): with the writers'
+// transactions open 0–300ms (a row waits for the older ones: most of the
+// latency), and with writers that pause 0–300ms between transactions
+// committed at once (the relay's own latency).
 func TestOutboxLatency(t *testing.T) {
 	rows := 1000
 	if soakFull() {
@@ -336,12 +347,15 @@ func TestOutboxLatency(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		idle bool
 	}{
 		{name: "listen", args: nil},
 		{name: "poll 200ms", args: []string{"-listen=false", "-poll=200ms"}},
+		{name: "listen, short transactions", args: nil, idle: true},
+		{name: "poll 200ms, short transactions", args: []string{"-listen=false", "-poll=200ms"}, idle: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &soak{writers: 32, rows: rows, args: tc.args}
+			s := &soak{writers: 32, rows: rows, args: tc.args, idle: tc.idle}
 			res := s.run(t)
 			t.Logf("%s: %v", tc.name, res)
 		})
