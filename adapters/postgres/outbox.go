@@ -314,7 +314,7 @@ func (o *Outbox[T]) toDelete() (OutboxCursor, bool) {
 // table's columns are known.
 type outboxSQL struct {
 	page  string // the rows after a cursor, of transactions older than any running
-	state string // the snapshot's xmin and xmax, and whether visible rows wait at or beyond xmin
+	state string // the snapshot's xmin and xmax, and the largest xid of a visible row
 	del   string // the rows up to a cursor
 }
 
@@ -343,8 +343,7 @@ SELECT xid, id` + prefixComma(quoted) + ` FROM ` + t + `
 WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
 ORDER BY xid, id LIMIT $3`,
 		state: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(x) AS xmin, pg_snapshot_xmax(x) AS xmax FROM pg_current_snapshot() x)
-SELECT xmin::text::bigint, xmax::text::bigint,
-  (SELECT xid FROM ` + t + ` WHERE xid >= s.xmin ORDER BY xid LIMIT 1) IS NOT NULL
+SELECT xmin::text::bigint, xmax::text::bigint, (SELECT max(xid) FROM ` + t + `)::text::bigint
 FROM s`,
 		del: `DELETE FROM ` + t + ` WHERE (xid, id) <= ($1::bigint::text::xid8, $2::bigint)`,
 	}
@@ -401,7 +400,10 @@ func truncate(s string, n int) string {
 // Outbox needs is an error marked [errclass.Permanent] that says what to
 // change. A cursor from another server (its System is not this server's
 // system identifier, or its Tx was never assigned here: a restored or
-// recreated database) is an error matching [stream.ErrSourceChanged].
+// recreated database) is an error matching [stream.ErrSourceChanged]. A
+// table holding rows of transactions the server has not assigned yet (a
+// dump of another cluster) is a permanent error saying how to renumber
+// them.
 func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[OutboxEvent[T]], error) {
 	c := &outboxConn[T]{src: o, after: after, batch: make([]OutboxEvent[T], 0, o.set.batch)}
 	cfg := o.pool.Config().ConnConfig.Copy()

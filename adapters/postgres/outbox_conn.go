@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/errclass"
 )
 
 // errOutboxClosed is what Recv returns once Close was called.
@@ -162,16 +164,26 @@ func (c *outboxConn[T]) page(ctx context.Context) error {
 }
 
 // state reads the snapshot: whether committed rows wait behind the running
-// transaction xmin, and checks that c.after belongs to this server.
+// transaction xmin. It checks that c.after belongs to this server, and
+// that no row carries a transaction id the server has not assigned yet.
 func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, err error) {
 	var lo, next int64
-	if err := c.pg.QueryRow(ctx, c.sql.state).Scan(&lo, &next, &held); err != nil {
+	var top *int64 // the largest xid of a visible row; nil: no row
+	if err := c.pg.QueryRow(ctx, c.sql.state).Scan(&lo, &next, &top); err != nil {
 		return false, 0, fmt.Errorf("postgres: outbox %s: reading the snapshot: %w", c.src.name, err)
 	}
 	if err := c.identity(c.after, uint64(next)); err != nil {
 		return false, 0, err
 	}
-	return held, uint64(lo), nil
+	if top != nil && *top >= next {
+		// A visible row of a transaction not yet begun: the rows came from
+		// another cluster (a dump restored into a new one keeps the old
+		// ids). They would wait forever, and the rows written here after
+		// them would come first.
+		return false, 0, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has rows of transaction %d, but this server's next transaction is %d: rows copied from another cluster keep its transaction ids; give them new ones (UPDATE %s SET xid = pg_current_xact_id(), in one transaction) before relaying",
+			c.src.name, *top, next, pgx.Identifier(c.src.table).Sanitize()))
+	}
+	return top != nil && *top >= lo, uint64(lo), nil
 }
 
 // nextWait returns how long to wait for a notification: the poll

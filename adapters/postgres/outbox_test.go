@@ -512,3 +512,25 @@ func TestOutboxSelectOnly(t *testing.T) {
 	}
 	t.Logf("as a SELECT-only role: system identifier %q, holder pid %d (0: not visible to the role)", evs[0].Cursor.System, h.PID)
 }
+
+// TestOutboxRowsFromAnotherCluster: rows whose transaction ids this
+// server has not assigned yet (a dump of another cluster restored here)
+// stop the relay with a permanent error that says how to fix the table,
+// instead of waiting for them forever.
+func TestOutboxRowsFromAnotherCluster(t *testing.T) {
+	pool, _ := newPool(t, newDB(t))
+	o := newOutbox(t, pool)
+	openOutbox(t, o, postgres.OutboxCursor{})
+	execSQL(t, pool, "INSERT INTO outbox (xid, payload) VALUES ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8, 'restored')")
+	c, err := o.Open(ctxFor(t), postgres.OutboxCursor{})
+	if err == nil {
+		c.Close()
+	}
+	if errclass.Default().Classify(err).Action != errclass.Fail || !strings.Contains(fmt.Sprint(err), "SET xid = pg_current_xact_id()") {
+		t.Fatalf("Open() = %v, want a permanent error saying how to renumber the rows", err)
+	}
+	execSQL(t, pool, "UPDATE outbox SET xid = pg_current_xact_id()")
+	if evs := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1); evs[0].Row.Payload != "restored" {
+		t.Fatalf("after the UPDATE: %+v, want the restored row", evs[0])
+	}
+}
