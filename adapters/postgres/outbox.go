@@ -219,8 +219,8 @@ func NewOutbox[T any](pool *pgxpool.Pool, table string, scan pgx.RowToFunc[T], o
 func (o *Outbox[T]) RecvRespectsContext() bool { return true }
 
 // Hold reports what held the relay back at its last read; the zero
-// OutboxHold when nothing did. It is safe to call at any time, from any goroutine (a
-// metrics scrape, a ticker that logs).
+// OutboxHold when nothing did. It may be called at any time, from any
+// goroutine (a metrics scrape, a ticker that logs).
 func (o *Outbox[T]) Hold() OutboxHold {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -247,6 +247,7 @@ func (o *Outbox[T]) setHold(held bool, xmin uint64, now time.Time) (lookUp bool)
 	return true
 }
 
+// setHolder records the backend of the holder xmin, if it still holds.
 func (o *Outbox[T]) setHolder(xmin uint64, pid int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -266,6 +267,7 @@ func (o *Outbox[T]) Deleting(st cursor.Store[OutboxCursor]) cursor.Store[OutboxC
 	return &deletingStore[T]{o: o, st: st}
 }
 
+// deletingStore is the Store Deleting returns.
 type deletingStore[T any] struct {
 	o  *Outbox[T]
 	st cursor.Store[OutboxCursor]
@@ -294,6 +296,7 @@ func (d *deletingStore[T]) CommitsInHandler() bool {
 	return ok && h.CommitsInHandler()
 }
 
+// confirm records c as held by the Store: rows up to it may be deleted.
 func (o *Outbox[T]) confirm(c OutboxCursor) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

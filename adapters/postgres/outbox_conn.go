@@ -129,7 +129,9 @@ func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
 	}
 	held, xmin, err := c.state(ctx)
 	if err != nil {
-		c.batch, c.next = c.batch[:0], 0
+		if len(c.batch) > 0 {
+			return 0, nil // the rows first; the next read looks again
+		}
 		return 0, err
 	}
 	c.recordHold(ctx, held, xmin)
