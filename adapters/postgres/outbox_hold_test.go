@@ -1,6 +1,13 @@
 package postgres_test
 
 import (
+	"bytes"
+	"fmt"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,4 +72,62 @@ func TestOutboxLongTransaction(t *testing.T) {
 	if h := o.Hold(); h != (postgres.OutboxHold{}) {
 		t.Errorf("Hold() after catching up = %+v, want none", h)
 	}
+}
+
+// lockedBuffer is an io.Writer whose contents may be read while a process
+// writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// exampleHold: the example prints, on stderr, what holds it back, naming
+// the transaction's backend, and relays the rows once the transaction
+// ended.
+func exampleHold(t *testing.T, bin string) {
+	dsn := newDB(t)
+	pool, _ := newPool(t, dsn)
+	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
+	long := begin(t, pool, "first")
+	var pid int
+	if err := long.QueryRow(ctxFor(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, begin(t, pool, "second"))
+
+	var stdout, stderr lockedBuffer
+	cmd := osexec.Command(bin, "-dsn", dsn, "-table", "outbox", "-state", filepath.Join(t.TempDir(), "cursor.json"))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-done; err != nil {
+			t.Errorf("the relay on SIGTERM: %v\n%s", err, stderr.String())
+		}
+	}()
+	ctx := ctxFor(t)
+	want := fmt.Sprintf(", pid %d\n", pid)
+	awaitCond(t, ctx, "the hold on stderr", func() bool { return strings.Contains(stderr.String(), want) })
+	if out := stdout.String(); out != "" {
+		t.Fatalf("printed %q while held", out)
+	}
+	commit(t, long)
+	awaitCond(t, ctx, "both rows", func() bool { return stdout.String() == "handled 1\nhandled 2\n" })
+	t.Logf("stderr:\n%s", stderr.String())
 }

@@ -204,10 +204,9 @@ func (r soakResult) String() string {
 
 // run runs the soak on a database of its own and checks that every
 // committed row was printed and no rolled-back one.
-func (s *soak) run(t *testing.T) soakResult {
+func (s *soak) run(t *testing.T, bin string) soakResult {
 	t.Helper()
 	s.committed, s.rolledBack, s.seen, s.naive = map[int64]time.Time{}, map[int64]bool{}, map[int64]time.Time{}, map[int64]bool{}
-	bin := outboxBin(t)
 	dsn := newDB(t)
 	pool, _ := newPool(t, dsn+"&pool_max_conns="+strconv.Itoa(s.writers+2))
 	ctx := ctxFor(t)
@@ -320,26 +319,36 @@ func awaitCond(t *testing.T, ctx context.Context, what string, cond func() bool)
 	}
 }
 
-// TestOutboxSoak: 32 writers whose transactions commit out of id order
-// (some roll back), the example relay SIGKILLed again and again: every
-// committed row is printed at least once, no rolled-back row ever. A plain
-// id > last relay reading the same table, in the same run, shows what it
-// skips. RESUMABLE_PG_SOAK=1: 20,000 rows, 20 kills.
-func TestOutboxSoak(t *testing.T) {
+// TestOutboxExample drives examples/outbox, built once, from outside as
+// its pinned command line allows: the soak, the latency runs, the hold
+// report.
+func TestOutboxExample(t *testing.T) {
+	bin := outboxBin(t)
+	t.Run("soak", func(t *testing.T) { exampleSoak(t, bin) })
+	t.Run("latency", func(t *testing.T) { exampleLatency(t, bin) })
+	t.Run("hold", func(t *testing.T) { exampleHold(t, bin) })
+}
+
+// exampleSoak: 32 writers whose transactions commit out of id order (some
+// roll back), the example relay SIGKILLed again and again: every committed
+// row is printed at least once, no rolled-back row ever. A plain id > last
+// relay reading the same table, in the same run, shows what it skips.
+// RESUMABLE_PG_SOAK=1: 20,000 rows, 20 kills.
+func exampleSoak(t *testing.T, bin string) {
 	s := &soak{writers: 32, rows: 1000, kills: 3}
 	if soakFull() {
 		s.rows, s.kills = 20000, 20
 	}
-	res := s.run(t)
+	res := s.run(t, bin)
 	t.Logf("soak, %d kills: %v", s.kills, res)
 }
 
-// TestOutboxLatency measures commit → handled without kills, with
+// exampleLatency measures commit → handled without kills, with
 // LISTEN/NOTIFY and polling alone (every 200ms): with the writers'
 // transactions open 0–300ms (a row waits for the older ones: most of the
 // latency), and with writers that pause 0–300ms between transactions
 // committed at once (the relay's own latency).
-func TestOutboxLatency(t *testing.T) {
+func exampleLatency(t *testing.T, bin string) {
 	rows := 1000
 	if soakFull() {
 		rows = 5000
@@ -356,7 +365,7 @@ func TestOutboxLatency(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &soak{writers: 32, rows: rows, args: tc.args, idle: tc.idle}
-			res := s.run(t)
+			res := s.run(t, bin)
 			t.Logf("%s: %v", tc.name, res)
 		})
 	}
