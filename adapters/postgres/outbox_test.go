@@ -428,6 +428,21 @@ func TestOutboxDeleting(t *testing.T) {
 	if fmt.Sprint(left) != "[3 4 5]" {
 		t.Fatalf("rows left = %v, want [3 4 5] (deleted up to the stored %v)", left, evs[1].Cursor)
 	}
+
+	// A stored cursor of another server deletes nothing here.
+	other := postgres.OutboxCursor{Tx: evs[3].Cursor.Tx + 100, Seq: 1 << 40, System: "another"}
+	if err := store.Save(ctxFor(t), other); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, begin(t, pool, "6"))
+	recvN(t, c, 1)
+	var n int
+	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("%d rows left after a cursor of another server was stored, want 4 (3 to 6)", n)
+	}
 }
 
 // TestOutboxTransactional relays the outbox into a table of the same
