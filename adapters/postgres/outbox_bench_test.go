@@ -34,7 +34,8 @@ func benchOutbox(b *testing.B) (*pgxpool.Pool, *postgres.Outbox[msg]) {
 // BenchmarkOutboxRelay reads the same 20,000 committed rows with the
 // Outbox (a connection's Recv, as a Resumer calls it) and with a plain
 // id > last loop of pages of the same size scanned the same way, each on a
-// connection of its own, connecting not counted. One op reads the table
+// new connection of its own (a cold backend for both), connecting not
+// counted. One op reads the table
 // with both, in turns (which goes first alternates), so that a machine
 // busy with other work slows both alike; outbox-rows/s and id>last-rows/s
 // are their throughputs, ratio the first over the second.
@@ -77,11 +78,11 @@ func relayOutbox(b *testing.B, ctx context.Context, o *postgres.Outbox[msg]) tim
 // relayNaive reads the whole table id > last and returns how long the
 // reads took.
 func relayNaive(b *testing.B, ctx context.Context, pool *pgxpool.Pool) time.Duration {
-	conn, err := pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig) // a new backend, as each Open has
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Release()
+	defer conn.Close(ctx)
 	start := time.Now()
 	var last int64
 	for n := 0; n < benchOutboxRows; {
