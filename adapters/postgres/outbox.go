@@ -35,8 +35,9 @@ import (
 // See docs/outbox.md.
 //
 // An Outbox serves one stream at a time; each connection has a database
-// connection of its own (configured as the pool's), which LISTENs for the
-// writers' notifications and polls at [WithPollInterval] without them.
+// connection of its own (configured as the pool's, its AfterConnect run),
+// which LISTENs for the writers' notifications and polls at
+// [WithPollInterval] without them.
 type Outbox[T any] struct {
 	pool  *pgxpool.Pool
 	table []string
@@ -409,11 +410,18 @@ func truncate(s string, n int) string {
 // them.
 func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[OutboxEvent[T]], error) {
 	c := &outboxConn[T]{src: o, after: after, batch: make([]OutboxEvent[T], 0, o.set.batch)}
-	cfg := o.pool.Config().ConnConfig.Copy()
+	pool := o.pool.Config()
+	cfg := pool.ConnConfig.Copy()
 	cfg.OnNotification = c.notified
 	pg, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: outbox %s: connecting: %w", o.name, err)
+	}
+	if pool.AfterConnect != nil {
+		if err := pool.AfterConnect(ctx, pg); err != nil {
+			closeConn(pg)
+			return nil, fmt.Errorf("postgres: outbox %s: the pool's AfterConnect: %w", o.name, err)
+		}
 	}
 	c.pg = pg
 	if err := c.setUp(ctx); err != nil {

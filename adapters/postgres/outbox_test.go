@@ -549,3 +549,38 @@ func TestOutboxRowsFromAnotherCluster(t *testing.T) {
 		t.Fatalf("after the UPDATE: %+v, want the restored row", evs[0])
 	}
 }
+
+// TestOutboxAfterConnect: a connection is set up as the pool's are, its
+// AfterConnect included (here: the search_path that finds the table).
+func TestOutboxAfterConnect(t *testing.T) {
+	dsn := newDB(t)
+	pool, _ := newPool(t, dsn)
+	execSQL(t, pool, "CREATE SCHEMA app")
+	o, err := postgres.NewOutbox(pool, "app.outbox", pgx.RowToStructByName[msg], postgres.WithCreate("payload text NOT NULL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	openOutbox(t, o, postgres.OutboxCursor{})
+	execSQL(t, pool, "INSERT INTO app.outbox (payload) VALUES ('in app')")
+
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET search_path TO app")
+		return err
+	}
+	appPool, err := pgxpool.NewWithConfig(ctxFor(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(appPool.Close)
+	o, err = postgres.NewOutbox(appPool, "outbox", pgx.RowToStructByName[msg])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1); evs[0].Row.Payload != "in app" {
+		t.Fatalf("row = %+v, want the row of app.outbox", evs[0])
+	}
+}
