@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +15,10 @@ import (
 	"time"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // TestOutboxLongTransaction: a transaction that stays open (it writes
@@ -130,4 +137,59 @@ func exampleHold(t *testing.T, bin string) {
 	commit(t, long)
 	awaitCond(t, ctx, "both rows", func() bool { return stdout.String() == "handled 1\nhandled 2\n" })
 	t.Logf("stderr:\n%s", stderr.String())
+}
+
+// TestOutboxServerCrash: the server crashes (no checkpoint) under a
+// running stream, with rows committed before and after: the Resumer
+// reopens after the cursor and every committed row is handled once, in
+// order.
+func TestOutboxServerCrash(t *testing.T) {
+	srv := pgtest.Start(t, pgtest.Options{})
+	pool, _ := newPool(t, srv.DSN())
+	o := newOutbox(t, pool)
+	openOutbox(t, o, postgres.OutboxCursor{}).Close() // creates the table
+	for _, p := range []string{"1", "2", "3"} {
+		commit(t, begin(t, pool, p))
+	}
+	r, err := stream.New(o, postgres.ExtractOutbox[msg], cursor.NewMemory(postgres.OutboxCursor{}),
+		stream.WithCursorOrder(postgres.OutboxCursor.Compare), stream.WithBackoff(backoff.Constant(20*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	handled := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, func(_ context.Context, ev msgEvent) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ev.Row.Payload)
+			return nil
+		})
+	}()
+	awaitCond(t, ctxFor(t), "the rows before the crash", func() bool { return len(handled()) == 3 })
+	if err := srv.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	for _, p := range []string{"4", "5"} {
+		commit(t, begin(t, pool, p))
+	}
+	awaitCond(t, ctxFor(t), "the rows after the crash", func() bool { return len(handled()) >= 5 })
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v", err)
+	}
+	if fmt.Sprint(handled()) != "[1 2 3 4 5]" {
+		t.Fatalf("handled %v, want [1 2 3 4 5]", handled())
+	}
 }
