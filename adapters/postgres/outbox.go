@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/cursor"
@@ -343,7 +345,7 @@ func (o *Outbox[T]) statements(cols []string) outboxSQL {
 	}
 	return outboxSQL{
 		page: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
-SELECT xid, id` + prefixComma(quoted) + ` FROM ` + t + `
+SELECT xid` + prefixComma(quoted) + ` FROM ` + t + `
 WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
 ORDER BY xid, id LIMIT $3`,
 		state: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(x) AS xmin, pg_snapshot_xmax(x) AS xmax FROM pg_current_snapshot() x)
@@ -417,6 +419,8 @@ func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[O
 	if err != nil {
 		return nil, fmt.Errorf("postgres: outbox %s: connecting: %w", o.name, err)
 	}
+	// xid8 in binary, as int8 is: its 8 bytes are the id (xid8send).
+	pg.TypeMap().RegisterType(&pgtype.Type{Name: "xid8", OID: pgtype.XID8OID, Codec: pgtype.Int8Codec{}})
 	if pool.AfterConnect != nil {
 		if err := pool.AfterConnect(ctx, pg); err != nil {
 			closeConn(pg)
@@ -440,6 +444,7 @@ func (c *outboxConn[T]) setUp(ctx context.Context) error {
 		return err
 	}
 	c.sql = o.statements(cols)
+	c.idAt = ownColumns + slices.Index(cols, "id")
 	c.system, err = system(ctx, c.pg)
 	if err != nil {
 		return fmt.Errorf("postgres: outbox %s: reading the system identifier: %w", o.name, err)

@@ -48,6 +48,7 @@ type outboxConn[T any] struct {
 	held    time.Duration    // the wait while rows are held back; 0 when not
 	deleted OutboxCursor     // rows up to here were deleted by this connection
 	row     userRow          // what scan is given
+	idAt    int              // the column of id in the page's rows
 }
 
 // notified is pg's OnNotification: it runs inside a pg call on Recv's
@@ -153,7 +154,7 @@ func (c *outboxConn[T]) page(ctx context.Context) error {
 	}
 	for rows.Next() {
 		raw, fds := rows.RawValues(), rows.FieldDescriptions()
-		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[0], raw[0])), Seq: rawInt(fds[1], raw[1]), System: c.system}}
+		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[0], raw[0])), Seq: rawInt(fds[c.idAt], raw[c.idAt]), System: c.system}}
 		if ev.Row, err = c.src.scan(&c.row); err != nil {
 			return fmt.Errorf("postgres: outbox %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
 		}
@@ -261,14 +262,14 @@ func (c *outboxConn[T]) Close() error {
 }
 
 // userRow is a row of the page statement as the scan function sees it:
-// the table's columns other than xid, without the two the Outbox reads
-// first (xid, id).
+// the table's columns other than xid, without the one the Outbox reads
+// first (xid).
 type userRow struct {
 	rows pgx.Rows
 	dest []any // Scan's destinations, the first ownColumns nil: kept between rows
 }
 
-const ownColumns = 2 // xid, id
+const ownColumns = 1 // xid
 
 func (r *userRow) FieldDescriptions() []pgconn.FieldDescription {
 	return r.rows.FieldDescriptions()[ownColumns:]
@@ -291,10 +292,16 @@ func (r *userRow) Values() ([]any, error) {
 
 func (r *userRow) RawValues() [][]byte { return r.rows.RawValues()[ownColumns:] }
 
-// rawInt decodes an int8 value as pgx received it (binary or text).
+// rawInt decodes an integer value (int8, int4, or xid8 read as int8) as
+// pgx received it, binary or text.
 func rawInt(fd pgconn.FieldDescription, b []byte) int64 {
-	if fd.Format == pgx.BinaryFormatCode && len(b) == 8 {
-		return int64(binary.BigEndian.Uint64(b))
+	if fd.Format == pgx.BinaryFormatCode {
+		switch len(b) {
+		case 8:
+			return int64(binary.BigEndian.Uint64(b))
+		case 4:
+			return int64(int32(binary.BigEndian.Uint32(b)))
+		}
 	}
 	n, _ := strconv.ParseInt(string(b), 10, 64)
 	return n

@@ -584,3 +584,38 @@ func TestOutboxAfterConnect(t *testing.T) {
 		t.Fatalf("row = %+v, want the row of app.outbox", evs[0])
 	}
 }
+
+// TestOutboxIntegerID: a table of your own whose id is a serial (int4)
+// and whose xid column was added later works as one the Outbox made.
+func TestOutboxIntegerID(t *testing.T) {
+	pool, _ := newPool(t, newDB(t))
+	execSQL(t, pool,
+		"CREATE TABLE events (id serial PRIMARY KEY, topic text NOT NULL, payload text NOT NULL)",
+		"INSERT INTO events (topic, payload) VALUES ('t', 'before')",
+		"ALTER TABLE events ADD COLUMN xid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+		"CREATE INDEX ON events (xid, id)",
+		"INSERT INTO events (topic, payload) VALUES ('t', 'after')")
+	type event struct {
+		ID      int32
+		Topic   string
+		Payload string
+	}
+	o, err := postgres.NewOutbox(pool, "events", pgx.RowToStructByName[event], postgres.WithNotify("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Open(ctxFor(t), postgres.OutboxCursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, want := range []event{{ID: 1, Topic: "t", Payload: "before"}, {ID: 2, Topic: "t", Payload: "after"}} {
+		ev, err := c.Recv(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Row != want || ev.Cursor.Seq != int64(want.ID) {
+			t.Fatalf("Recv() = %+v, want row %+v at id %d", ev, want, want.ID)
+		}
+	}
+}
