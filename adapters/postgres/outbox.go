@@ -136,10 +136,12 @@ const (
 // WithCreate makes an [Outbox] create its table when it is missing, with
 // the columns id bigserial PRIMARY KEY and xid xid8 NOT NULL DEFAULT
 // pg_current_xact_id(), then columns (SQL pasted into CREATE TABLE, e.g.
-// "payload text NOT NULL"), an index on (xid, id), and a trigger that
-// notifies the channel of [WithNotify] after each INSERT statement. A
-// writer then only inserts its columns. Without WithCreate a missing table
-// is an error.
+// "payload text NOT NULL"), an index on (xid, id), and (unless
+// WithNotify("")) a trigger resumable_outbox_notify, with a function of
+// that name in the table's schema, that notifies the channel of
+// [WithNotify] after each INSERT statement. A writer then only inserts its
+// columns. Without WithCreate a missing table is an error; so is a
+// creation the role may not make.
 func WithCreate(columns string) OutboxOption {
 	return outboxOption(func(s *outboxSettings) { s.columns, s.create = columns, true })
 }
