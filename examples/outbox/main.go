@@ -1,0 +1,162 @@
+// Command outbox relays an outbox table with resumable's postgres adapter:
+// the rows writers insert in their transactions, in the order of those
+// transactions, none skipped even when transactions commit out of id
+// order. It needs only SELECT (and, to create the table, CREATE) on the
+// database: no replication.
+//
+// It creates the table when it is missing, with the columns id bigserial
+// PRIMARY KEY, xid xid8 (the inserting transaction, filled in by the
+// server) and payload text NOT NULL, and a trigger that notifies the relay
+// of each insert. A writer only does
+//
+//	INSERT INTO NAME (payload) VALUES ($1)
+//
+// For every row it handles, it prints exactly one line to stdout, as the
+// row is handled (unbuffered):
+//
+//	handled ID
+//
+// and saves its cursor in the state file: at the first row after 100ms
+// since the last save (-checkpoint; 0 saves after every row, an fsync
+// each), when the connection ends, and on exit. A SIGKILL makes it print
+// again at most the rows handled since the last save. Everything else goes to stderr, a line a second while the relay is
+// held back by a transaction that stays open ("held 12s by transaction N,
+// pid P"). On SIGTERM or SIGINT it saves and exits with status 0. When the
+// server is not the one the saved cursor came from (a restored or recreated
+// database), it stops with status 1 and says what changed.
+//
+// Usage:
+//
+//	go run ./examples/outbox -dsn DSN -table NAME -state FILE [-checkpoint D] [-poll D] [-listen=false]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/stream"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Stdout, os.Stderr, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "outbox:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	dsn, table, state string
+	checkpoint        time.Duration
+	poll              time.Duration
+	listen            bool
+}
+
+// row is a row of the outbox table (its columns other than xid).
+type row struct {
+	ID      int64
+	Payload string
+}
+
+// run is the whole program. It returns nil when ctx ends.
+func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("outbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.StringVar(&cfg.dsn, "dsn", "", "the database (a postgres:// URL or key=value string)")
+	fs.StringVar(&cfg.table, "table", "", "the outbox table, name or schema.name (created when missing)")
+	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
+	fs.DurationVar(&cfg.checkpoint, "checkpoint", 100*time.Millisecond, "save the cursor at most this often (and on exit); 0: after every row")
+	fs.DurationVar(&cfg.poll, "poll", time.Second, "read the table at least this often")
+	fs.BoolVar(&cfg.listen, "listen", true, "LISTEN for the trigger's notifications (else only poll)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.dsn == "" || cfg.table == "" || cfg.state == "" {
+		fs.Usage()
+		return errors.New("-dsn, -table and -state are all required")
+	}
+	if cfg.checkpoint < 0 {
+		return errors.New("-checkpoint must not be negative")
+	}
+	return relay(ctx, stdout, stderr, cfg)
+}
+
+// relay runs the stream until ctx ends, printing a line per row.
+func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
+	pool, err := pgxpool.New(ctx, cfg.dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	opts := []postgres.OutboxOption{postgres.WithCreate("payload text NOT NULL"), postgres.WithPollInterval(cfg.poll)}
+	if !cfg.listen {
+		opts = append(opts, postgres.WithNotify(""))
+	}
+	src, err := postgres.NewOutbox(pool, cfg.table, pgx.RowToStructByName[row], opts...)
+	if err != nil {
+		return err
+	}
+	store, err := cursor.NewFile(cfg.state, postgres.OutboxCursor{}, cursor.JSON[postgres.OutboxCursor]())
+	if err != nil {
+		return err
+	}
+	save := stream.WithCheckpointEvery(1)
+	if cfg.checkpoint > 0 {
+		save = stream.WithCheckpointInterval(cfg.checkpoint)
+	}
+	r, err := stream.New(src, postgres.ExtractOutbox[row], store,
+		stream.WithCursorOrder(postgres.OutboxCursor.Compare), save)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	watch, stopWatch := context.WithCancel(ctx)
+	wg.Go(func() { reportHold(watch, stderr, src) })
+	defer func() {
+		stopWatch()
+		wg.Wait()
+	}()
+	err = r.Run(ctx, func(_ context.Context, ev postgres.OutboxEvent[row]) error {
+		_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
+		return err
+	})
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		fmt.Fprintf(stderr, "stopped at %v\n", r.Cursor())
+		return nil
+	}
+	return err
+}
+
+// reportHold prints a line a second while the relay is held back, until
+// ctx ends.
+func reportHold(ctx context.Context, stderr io.Writer, src *postgres.Outbox[row]) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if h := src.Hold(); !h.Since.IsZero() {
+				fmt.Fprintf(stderr, "held %v by transaction %d, pid %d\n", now.Sub(h.Since).Round(time.Second), h.Tx, h.PID)
+			}
+		}
+	}
+}
