@@ -14,6 +14,7 @@ import (
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/internal/wait"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // Transactional returns a handler for stream.Resumer.Run that makes each
@@ -36,7 +37,9 @@ import (
 // [ErrCursorChanged], marked [errclass.Permanent].
 //
 // fn must do its work through tx only, must not commit or roll it back, and
-// must not call s (the Store is busy with the transaction).
+// must not call s (the Store is busy with the transaction). An fn that
+// returns stream.ErrStop has its effects committed with the cursor: the
+// stream commits the event and stops.
 // Transactional marks s as committing in the handler
 // ([Store.CommitsInHandler]): a stream refuses to run such a handler
 // concurrently. The handler's calls run one at a time. A nil s, extract or
@@ -50,13 +53,9 @@ func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn fun
 	}
 	s.inTx.Store(true)
 	return func(ctx context.Context, event T) error {
-		c, err := extract(event)
-		if err != nil && !errors.Is(err, cursor.ProgressOnly) {
-			return fmt.Errorf("postgres: extracting the cursor of an event of stream %q: %w", s.name, err)
-		}
-		enc, err := s.codec.Encode(c)
+		enc, err := encodeCursor(s, extract, event)
 		if err != nil {
-			return errclass.Permanent(fmt.Errorf("postgres: encoding the cursor %v of stream %q: %w", c, s.name, err))
+			return err
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -64,9 +63,49 @@ func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn fun
 	}
 }
 
+// TransactionalBatch is [Transactional] for stream.Resumer.RunBatch: a
+// batch's effects and the cursor of its last event are one transaction, so
+// each batch is applied exactly once, retried as Transactional retries.
+// fn receives the batch as RunBatch hands it over (valid until fn
+// returns); an empty batch does nothing. Its rules and errors are
+// Transactional's.
+func TransactionalBatch[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn func(ctx context.Context, tx pgx.Tx, events []T) error) func(ctx context.Context, events []T) error {
+	if s == nil || extract == nil || fn == nil {
+		return func(context.Context, []T) error {
+			return errclass.Permanent(fmt.Errorf("%w: TransactionalBatch: nil Store, Extractor or function", ErrInvalid))
+		}
+	}
+	s.inTx.Store(true)
+	return func(ctx context.Context, events []T) error {
+		if len(events) == 0 {
+			return nil
+		}
+		enc, err := encodeCursor(s, extract, events[len(events)-1])
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return transact(ctx, s, enc, fn, events)
+	}
+}
+
+// encodeCursor returns the encoded cursor of event.
+func encodeCursor[T, C any](s *Store[C], extract cursor.Extractor[T, C], event T) ([]byte, error) {
+	c, err := extract(event)
+	if err != nil && !errors.Is(err, cursor.ProgressOnly) {
+		return nil, fmt.Errorf("postgres: extracting the cursor of an event of stream %q: %w", s.name, err)
+	}
+	enc, err := s.codec.Encode(c)
+	if err != nil {
+		return nil, errclass.Permanent(fmt.Errorf("postgres: encoding the cursor %v of stream %q: %w", c, s.name, err))
+	}
+	return enc, nil
+}
+
 // transact runs attempts until one commits, fails for good, or the retry
-// policy gives up; s.mu is held.
-func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, T) error, event T) error {
+// policy gives up; s.mu is held. E is an event, or a batch of them.
+func transact[E, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, E) error, event E) error {
 	if !s.known {
 		if _, err := s.load(ctx); err != nil {
 			return err
@@ -95,8 +134,10 @@ func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 }
 
 // attempt runs one transaction and reports whether its failure may be
-// retried; s.mu is held.
-func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, T) error, event T) (retry bool, err error) {
+// retried; s.mu is held. An fn that returns stream.ErrStop has its effects
+// committed with the cursor, and ErrStop is returned: the stream commits
+// the event and stops.
+func attempt[E, C any](ctx context.Context, s *Store[C], enc []byte, fn func(context.Context, pgx.Tx, E) error, event E) (retry bool, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.iso})
 	if err != nil {
 		return retryable(err, true), fmt.Errorf("postgres: beginning the transaction of stream %q: %w", s.name, err)
@@ -121,7 +162,8 @@ func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(con
 		s.pending, s.pendVer = enc, next
 		return false, errclass.Permanent(fmt.Errorf("postgres: the function of stream %q ended the transaction itself (fn must not commit or roll back; its error: %v)", s.name, err))
 	}
-	if err != nil {
+	stop := err != nil && errors.Is(err, stream.ErrStop)
+	if err != nil && !stop {
 		return retryable(err, tx.Conn().IsClosed()), err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -133,6 +175,9 @@ func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(con
 	}
 	done = true
 	s.version, s.last, s.pending = next, enc, nil
+	if stop {
+		return false, err
+	}
 	return false, nil
 }
 
