@@ -9,6 +9,7 @@
 //	go run ./bench/concurrency -csv docs/concurrency.csv -svg docs/concurrency.svg
 //	go run ./bench/concurrency -quick            # 1,000 events
 //	go run ./bench/concurrency -memory 1m        # one stuck event, an endless server
+//	go run ./bench/concurrency -paged -events 20000   # a paged HTTP feed with a cursor.File
 //
 // The serial row takes about 25 s. See docs/concurrency.md.
 package main
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	csvPath := fs.String("csv", "", "file to write the rows to (none if empty)")
 	svgPath := fs.String("svg", "", "file to draw the speedups to (none if empty)")
 	memory := fs.Duration("memory", 0, "instead of the table: one stuck event and an endless server for this long, heap sampled")
+	paged := fs.Bool("paged", false, "instead of the table: a local HTTP feed paged by offset (-events, 100 a page, 50 keys, a 2 ms handler) with a cursor.File, n = 1 and each -n")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +71,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if cfg.events < 1 || cfg.maxSleep < 0 || cfg.window < 0 {
 		return errors.New("concurrency: -events must be positive, -max-sleep and -window not negative")
+	}
+	if *paged {
+		dir, err := os.MkdirTemp("", "paged")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		return runPaged(ctx, pagedConfig{events: cfg.events, perPage: 100, keys: 50, sleep: 2 * time.Millisecond, ns: cfg.ns, dir: dir}, out)
 	}
 	if *memory > 0 {
 		return runMemory(ctx, memConfig{duration: *memory, n: 16, keys: 20, window: cfg.window}, out)
