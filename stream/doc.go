@@ -41,6 +41,9 @@
 //     failed event in place and park what never succeeds (docs/concurrency.md,
 //     docs/failures.md).
 //
+// [Resumer.RunBatch] hands the handler many events at once and commits once
+// per batch ([WithBatch], [WithBatchEnd]; docs/batches.md).
+//
 // [Pages] turns a polled, paginated API into a Source. Runnable programs:
 // examples/quickstart in the repository (a flaky in-process source),
 // examples/poll, examples/sse, examples/classifier, and the adapters in

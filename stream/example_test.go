@@ -212,3 +212,32 @@ func ExampleWithResync() {
 	// e
 	// run: <nil> cursor: 5
 }
+
+// RunBatch hands the handler up to three events at once, and a source
+// transaction's end marker ends a batch early; each batch commits the
+// cursor of its last event.
+func ExampleResumer_RunBatch() {
+	log := []string{"a", "b", "c", "d", "e.", "f", "g"} // "e." ends a transaction
+	src := streamtest.NewSource(log)
+	r, err := stream.New(src, streamtest.Extract[string], cursor.NewMemory[int64](0),
+		stream.WithBatch(3, time.Second),
+		stream.WithBatchEnd(func(e streamtest.Event[string]) bool { return e.Value == "e." }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = r.RunBatch(context.Background(), func(ctx context.Context, events []streamtest.Event[string]) error {
+		var values []string
+		for _, e := range events {
+			values = append(values, e.Value)
+		}
+		fmt.Println(values)
+		return nil
+	})
+	fmt.Println("run:", err, "cursor:", r.Cursor())
+	// Output:
+	// [a b c]
+	// [d e.]
+	// [f g]
+	// run: <nil> cursor: 7
+}
