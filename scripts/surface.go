@@ -62,13 +62,19 @@ func publicPackages() ([]string, error) {
 
 func main() {
 	verbose := flag.Bool("v", false, "list the names")
+	check := flag.Bool("check", false, "fail when a package has more names than its budget in docs/contributing.md, or none")
 	flag.Parse()
 	packages, err := publicPackages()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	total := 0
+	budgets, err := readBudgets("docs/contributing.md")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	total, over := 0, 0
 	for _, dir := range packages {
 		names, err := exported(dir)
 		if err != nil {
@@ -76,14 +82,57 @@ func main() {
 			os.Exit(1)
 		}
 		total += len(names)
-		fmt.Printf("%-20s %4d\n", dir, len(names))
+		budget, ok := budgets[filepath.ToSlash(dir)]
+		note := ""
+		switch {
+		case !ok:
+			note, over = "  no budget in docs/contributing.md", over+1
+		case len(names) > budget:
+			note, over = fmt.Sprintf("  over its budget of %d", budget), over+1
+		}
+		fmt.Printf("%-22s %4d%s\n", dir, len(names), note)
 		if *verbose {
 			for _, n := range names {
 				fmt.Printf("    %s\n", n)
 			}
 		}
 	}
-	fmt.Printf("%-20s %4d\n", "total", total)
+	fmt.Printf("%-22s %4d\n", "total", total)
+	if *check && over > 0 {
+		fmt.Fprintf(os.Stderr, "%d packages over or without a budget: a new name must earn its place (or raise the budget in docs/contributing.md, and say why)\n", over)
+		os.Exit(1)
+	}
+}
+
+// readBudgets reads the table of the section "Exported names" of the file
+// at path: rows "| `package` | budget | why |".
+func readBudgets(path string) (map[string]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	budgets := map[string]int{}
+	in := false
+	for line := range strings.SplitSeq(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			in = strings.TrimSpace(line) == "## Exported names"
+		case in && strings.HasPrefix(line, "| `"):
+			cells := strings.Split(line, "|")
+			if len(cells) < 3 {
+				continue
+			}
+			var n int
+			if _, err := fmt.Sscan(strings.TrimSpace(cells[2]), &n); err != nil {
+				return nil, fmt.Errorf("%s: budget of %s: %w", path, cells[1], err)
+			}
+			budgets[strings.Trim(strings.TrimSpace(cells[1]), "`")] = n
+		}
+	}
+	if len(budgets) == 0 {
+		return nil, fmt.Errorf("%s: no table of budgets under \"## Exported names\"", path)
+	}
+	return budgets, nil
 }
 
 // exported returns the sorted exported names declared in dir's non-test files.
