@@ -136,11 +136,11 @@ func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKin
 }
 
 // readBatch is drain's loop under RunBatch: a reader goroutine reads ahead
-// up to one batch, and the loop hands batches to the step as WithBatch and
+// up to four batches, and the loop hands batches to the step as WithBatch and
 // WithBatchEnd say.
 func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
 	o := outcome{opened: true}
-	q := readAhead(ctx, conn, cap(b.events))
+	q := readAhead(ctx, conn, 4*cap(b.events)) // room to read on while a batch is handled
 	defer q.stop(conn)
 	var linger *time.Timer
 	if r.linger > 0 {
