@@ -24,6 +24,10 @@ var errServerEnded = errors.New("cdc: the server ended the replication stream")
 type relation struct {
 	name  string   // schema.name
 	names []string // column names, in order
+	oids  []uint32 // column type OIDs
+	mods  []int32  // column type modifiers (atttypmod)
+	keys  []bool   // columns of the replica identity
+	full  bool     // REPLICA IDENTITY FULL: an old row is whole
 }
 
 // conn is one replication connection. Recv and Close share mu: Close takes
@@ -41,10 +45,16 @@ type conn struct {
 	skip Cursor // changes at or before it were handled before this Open
 	last Cursor // the position of the last event delivered, or skip
 
-	inTx  bool          // between a Begin and its Commit
-	txLSN pglogrepl.LSN // the transaction's commit LSN
-	xid   uint32
-	idx   int // index of the transaction's last change seen
+	inTx   bool          // between a Begin and its Commit
+	txLSN  pglogrepl.LSN // the transaction's commit LSN
+	txTime time.Time     // the transaction's commit time
+	xid    uint32
+	idx    int // index of the transaction's last change seen
+
+	// ahead is a change read but not delivered yet: it is delivered when
+	// the next message shows whether it ends its transaction.
+	ahead   Event
+	isAhead bool
 
 	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
@@ -148,21 +158,26 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns))}
-		for i, col := range m.Columns {
-			r.names[i] = col.Name
-		}
-		c.rels[m.RelationID] = r
+		c.rels[m.RelationID] = newRelation(m)
 	case *pglogrepl.BeginMessage:
 		if c.inTx {
 			return Event{}, false, c.protocolError("a Begin inside transaction %v", c.txLSN)
 		}
-		c.inTx, c.txLSN, c.xid, c.idx = true, m.FinalLSN, m.Xid, -1
+		c.inTx, c.txLSN, c.txTime, c.xid, c.idx = true, m.FinalLSN, m.CommitTime, m.Xid, -1
 	case *pglogrepl.CommitMessage:
 		if !c.inTx || m.CommitLSN != c.txLSN {
 			return Event{}, false, c.protocolError("a Commit at %v outside transaction %v", m.CommitLSN, c.txLSN)
 		}
 		c.inTx = false
+		if c.isAhead { // the transaction's last change
+			c.isAhead = false
+			ev := c.ahead
+			ev.TxEnd = true
+			c.ahead = Event{}
+			return ev, true, nil
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		return c.logicalMessage(m)
 	case *pglogrepl.InsertMessage:
 		return c.change(Insert, m.RelationID, nil, m.Tuple)
 	case *pglogrepl.UpdateMessage:
@@ -199,14 +214,27 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, 
 		return Event{}, false, c.protocolError("a %v of relation %d, which no Relation message described", op, rel)
 	}
 	c.last = pos
-	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, Cursor: c.cursor(pos)}
+	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, cols: old.Columns}
+		ev.Old = Tuple{names: r.names, cols: old.Columns, rel: r, old: true}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, cols: new.Columns}
+		ev.New = Tuple{names: r.names, cols: new.Columns, rel: r}
+		if old != nil {
+			fillUnchanged(new.Columns, old.Columns)
+		}
 	}
-	return ev, true, nil
+	return c.readAhead(ev)
+}
+
+// readAhead delivers the change read before ev, if any, and keeps ev until
+// the next message tells whether it ends its transaction. A transaction's
+// Commit follows its last change in the stream, so no event waits for
+// anything but the bytes already on their way.
+func (c *conn) readAhead(ev Event) (Event, bool, error) {
+	prev, had := c.ahead, c.isAhead
+	c.ahead, c.isAhead = ev, true
+	return prev, had, nil
 }
 
 // cursor returns pos with the connection's identity.

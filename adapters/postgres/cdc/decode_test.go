@@ -120,8 +120,10 @@ func feed(t *testing.T, c *conn, msgs ...[]byte) []string {
 	var got []string
 	for _, m := range msgs {
 		ev, ok, err := c.handle(m)
-		for err == nil && ok {
-			got = append(got, describe(ev))
+		for err == nil {
+			if ok {
+				got = append(got, describe(ev))
+			}
 			if len(c.trunc) == 0 {
 				break
 			}
@@ -209,9 +211,14 @@ func TestConnCursorCarriesIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ev, ok, err = c.handle(msgs[2])
+	// The first insert is delivered when the next change shows it does not
+	// end the transaction.
+	if _, ok, err := c.handle(msgs[2]); ok || err != nil {
+		t.Fatalf("handle(first insert) = %v, %v; want it held", ok, err)
+	}
+	ev, ok, err = c.handle(msgs[3])
 	if err != nil || !ok {
-		t.Fatalf("handle(insert) = %v, %v", ok, err)
+		t.Fatalf("handle(second insert) = %v, %v", ok, err)
 	}
 	want := Cursor{LSN: 0x5000, Index: 0, System: testID.system, Timeline: 1, Slot: "s1"}
 	if ev.Cursor != want {
@@ -309,6 +316,7 @@ func TestTuple(t *testing.T) {
 		xlog(1, relationMsg(1, "p", "t", "id", "note", "blob")),
 		xlog(1, beginMsg(0x20, 1)),
 		xlog(1, updateMsg(1, nil, "1", nil, byte('u'))),
+		xlog(1, commitMsg(0x20)),
 	}
 	var ev Event
 	for _, m := range msgs {

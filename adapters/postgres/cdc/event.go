@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -43,10 +44,16 @@ const (
 	// ResyncEnd closes a resync's replay; the stream goes on with the
 	// changes committed after the position of its Cursor.
 	ResyncEnd
+	// Message is a logical decoding message an application emitted with
+	// pg_logical_emit_message (see [WithMessages]): Prefix and Content hold
+	// it. A transactional one is a change of its transaction; a
+	// non-transactional one stands alone, at the position the server gave
+	// it, with TxEnd set.
+	Message
 )
 
 // String returns the operation's SQL name (INSERT, UPDATE, DELETE,
-// TRUNCATE), or PROGRESS, RESYNC-START, SNAPSHOT, RESYNC-END.
+// TRUNCATE), or PROGRESS, RESYNC-START, SNAPSHOT, RESYNC-END, MESSAGE.
 func (o Op) String() string {
 	switch o {
 	case Insert:
@@ -65,6 +72,8 @@ func (o Op) String() string {
 		return "SNAPSHOT"
 	case ResyncEnd:
 		return "RESYNC-END"
+	case Message:
+		return "MESSAGE"
 	}
 	return "OP(" + strconv.Itoa(int(o)) + ")"
 }
@@ -93,6 +102,18 @@ type Event struct {
 	LSN pglogrepl.LSN
 	// Index is the change's index within its transaction, from 0.
 	Index int
+	// CommitTime is the commit time of the change's transaction (zero for
+	// events that belong to none).
+	CommitTime time.Time
+	// TxEnd is true on the last event of its transaction: a consumer that
+	// ends a batch where TxEnd is set never splits a source transaction.
+	// A non-transactional Message, and the last Snapshot row of a table,
+	// have it too.
+	TxEnd bool
+	// Prefix is a Message's prefix.
+	Prefix string
+	// Content is a Message's payload.
+	Content []byte
 	// Cursor is the position just after this event.
 	Cursor Cursor
 }
@@ -102,6 +123,8 @@ type Event struct {
 type Tuple struct {
 	names []string // the relation's column names, shared by its events
 	cols  []*pglogrepl.TupleDataColumn
+	rel   *relation // the relation's column types and key flags; nil: unknown
+	old   bool      // an old row: with a replica identity not FULL, only its key
 }
 
 // Len returns the number of columns the server sent.

@@ -40,6 +40,8 @@ type Source struct {
 	slot     string
 	pub      string
 	interval time.Duration
+	messages bool     // WithMessages was given
+	prefixes []string // the prefixes of the messages to deliver; none: all
 
 	mu    sync.Mutex // guards saved
 	saved Cursor     // the last cursor the Store loaded or saved; zero: none
@@ -234,6 +236,11 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		}
 	}
 	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
+	if serverMessages(pg.ParameterStatus("server_version")) {
+		// Always, so that a transaction's changes are numbered the same
+		// whatever WithMessages asks for.
+		args = append(args, "messages 'true'")
+	}
 	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return nil, fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
 	}
