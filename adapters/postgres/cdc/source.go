@@ -236,10 +236,13 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		}
 	}
 	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
-	if serverMessages(pg.ParameterStatus("server_version")) {
+	switch version := pg.ParameterStatus("server_version"); {
+	case serverMessages(version):
 		// Always, so that a transaction's changes are numbered the same
 		// whatever WithMessages asks for.
 		args = append(args, "messages 'true'")
+	case s.messages:
+		return nil, errclass.Permanent(fmt.Errorf("cdc: WithMessages: server version %s: pgoutput sends logical decoding messages from PostgreSQL 14", version))
 	}
 	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return nil, fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)

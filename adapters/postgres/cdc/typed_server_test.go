@@ -1,0 +1,104 @@
+package cdc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/cursor"
+)
+
+func TestReplTypedValuesAndMessages(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn,
+		"CREATE TYPE color AS ENUM ('red', 'green')",
+		"CREATE TABLE typed (id bigint, k text, n numeric(10,2), j jsonb, at timestamptz, u uuid, b bytea, a int[], c color, big text, PRIMARY KEY (id, k))",
+		"ALTER TABLE typed REPLICA IDENTITY FULL",
+		"ALTER PUBLICATION pub ADD TABLE typed",
+		"BEGIN",
+		"INSERT INTO typed VALUES (1, 'x', 12.5, '{\"a\": [1, 2]}', '2026-01-02 03:04:05+00', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\\x0102', '{1,NULL,3}', 'red', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) g))",
+		"SELECT pg_logical_emit_message(true, 'outbox', 'paid')",
+		"SELECT pg_logical_emit_message(true, 'ignored', 'no')",
+		"COMMIT",
+		"UPDATE typed SET n = NULL WHERE id = 1",
+		"SELECT pg_logical_emit_message(false, 'outbox', 'now')",
+	)
+	got, err := replRun(t, dsn, slot, cursor.NewMemory(cdc.Cursor{}), 4, cdc.WithMessages("outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Op      cdc.Op
+		Index   int
+		TxEnd   bool
+		Prefix  string
+		Content string
+	}
+	var rows []row
+	for _, ev := range got {
+		rows = append(rows, row{Op: ev.Op, Index: ev.Index, TxEnd: ev.TxEnd, Prefix: ev.Prefix, Content: string(ev.Content)})
+		if ev.Op != cdc.Message || ev.Index >= 0 {
+			if since := time.Since(ev.CommitTime); since < 0 || since > time.Hour {
+				t.Errorf("%v: CommitTime = %v, want the commit's time", ev.Op, ev.CommitTime)
+			}
+		}
+	}
+	want := []row{
+		{Op: cdc.Insert, Index: 0},
+		// Index 2 is the message of prefix "ignored": numbered, not
+		// delivered; the message before it is the last event of its
+		// transaction.
+		{Op: cdc.Message, Index: 1, TxEnd: true, Prefix: "outbox", Content: "paid"},
+		{Op: cdc.Update, Index: 0, TxEnd: true},
+		{Op: cdc.Message, Index: -1, TxEnd: true, Prefix: "outbox", Content: "now"},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	ins := got[0].New
+	j, err := ins.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantJSON = `{"id":1,"k":"x","n":"12.50","j":{"a": [1, 2]},"at":"2026-01-02 03:04:05+00","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","b":"\\x0102","a":"{1,NULL,3}","c":"red","big":"`
+	if len(j) < len(wantJSON) || string(j[:len(wantJSON)]) != wantJSON {
+		t.Fatalf("MarshalJSON = %.300s, want it to begin %s", j, wantJSON)
+	}
+	keys := []bool{}
+	for i := range ins.Len() {
+		keys = append(keys, ins.Key(i))
+	}
+	// REPLICA IDENTITY FULL: every column is part of the identity.
+	if diff := cmp.Diff([]bool{true, true, true, true, true, true, true, true, true, true}, keys); diff != "" {
+		t.Errorf("Key (-want +got):\n%s", diff)
+	}
+	if oid, mod := ins.Type(2); oid != 1700 || mod != (10<<16|2)+4 {
+		t.Errorf("Type(n) = %d, %d; want 1700, numeric(10,2)'s modifier", oid, mod)
+	}
+	vals := map[string]any{}
+	for i := range ins.Len() {
+		name, _, _ := ins.Column(i)
+		v, err := ins.Value(i)
+		if err != nil {
+			t.Fatalf("Value(%s) = %v", name, err)
+		}
+		vals[name] = v
+	}
+	if vals["id"] != int64(1) || vals["c"] != "red" || string(vals["b"].([]byte)) != "\x01\x02" {
+		t.Errorf("values = %v", vals)
+	}
+	if u, ok := vals["u"].([16]byte); !ok || u[0] != 0xa0 {
+		t.Errorf("uuid = %#v, want [16]byte", vals["u"])
+	}
+	if a, ok := vals["a"].([]any); !ok || len(a) != 3 || a[1] != nil {
+		t.Errorf("int[] = %#v, want [1 <nil> 3]", vals["a"])
+	}
+	// The update left big unchanged: filled from the FULL old row.
+	big, err := got[2].New.Value(9)
+	if s, ok := big.(string); err != nil || !ok || len(s) != 96000 {
+		t.Errorf("unchanged TOASTed value = %T, %v; want the old row's string", big, err)
+	}
+}
