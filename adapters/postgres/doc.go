@@ -15,11 +15,15 @@
 //   - fn writes through the transaction it is given, and only there: an
 //     effect outside the database (an HTTP call, a message) is still
 //     at-least-once.
-//   - One process per stream name. A second one is refused, not merged:
-//     every write is a compare-and-set on the row's version, so the process
-//     that commits second rolls back and its Run stops with an error
-//     matching [ErrCursorChanged]. Coordinate owners (adapters/etcd, a
-//     deploy that stops the old process first) to avoid the stop.
+//   - One writer per stream name: [Store.Load] takes the stream over. It
+//     bumps the row's version under the row's lock, so a predecessor's
+//     transaction still in flight (a killed process's COMMIT on its way)
+//     lands or fails before the Load returns, and never after: a restart
+//     never stops on it. Every write is a compare-and-set on the version,
+//     so a process whose stream was taken over rolls back and its Run
+//     stops with an error matching [ErrCursorChanged]. Coordinate owners
+//     (adapters/etcd, a deploy that stops the old process first, or, for
+//     logical replication, the slot: see package cdc) to avoid the stop.
 //   - Handlers run one at a time: a Store used by Transactional reports
 //     [Store.CommitsInHandler], and a stream refuses to run such a handler
 //     concurrently (stream.WithConcurrency above 1).

@@ -23,8 +23,9 @@ import (
 // use when absent. Make one with [NewStore]. It is safe for concurrent use;
 // its Loads, Saves and [Transactional] transactions run one at a time.
 //
-// Every write is a compare-and-set on the version the Store last read (Load)
-// or wrote: a write that finds the row written by someone else writes
+// [Store.Load] takes the stream over (fences every other Store of it), and
+// every write is a compare-and-set on the version the Store last loaded or
+// wrote: a write that finds the row written by someone else writes
 // nothing and returns an error matching [ErrCursorChanged], marked
 // [errclass.Permanent]. A Save of the cursor the row already holds, as far
 // as the Store knows, returns nil at once without a round trip: that is the
@@ -63,7 +64,7 @@ type querier interface {
 }
 
 type statements struct {
-	create, load, insert, update string
+	create, load, fence, insert, update string
 }
 
 func newStatements(table []string) statements {
@@ -71,7 +72,9 @@ func newStatements(table []string) statements {
 	return statements{
 		create: "CREATE TABLE IF NOT EXISTS " + t + " (stream text PRIMARY KEY, cursor bytea NOT NULL, " +
 			"version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",
-		load:   "SELECT cursor, version FROM " + t + " WHERE stream = $1",
+		load: "SELECT cursor, version FROM " + t + " WHERE stream = $1",
+		fence: "INSERT INTO " + t + " AS c (stream, cursor, version) VALUES ($1, $2, 1) " +
+			"ON CONFLICT (stream) DO UPDATE SET version = c.version + 1, updated_at = now() RETURNING cursor, version",
 		insert: "INSERT INTO " + t + " (stream, cursor, version) VALUES ($1, $2, 1) ON CONFLICT (stream) DO NOTHING",
 		update: "UPDATE " + t + " SET cursor = $2, version = version + 1, updated_at = now() WHERE stream = $1 AND version = $3",
 	}
@@ -115,10 +118,17 @@ func NewStore[C any](pool *pgxpool.Pool, name string, codec cursor.Codec[C], ini
 // committed out of order would store a cursor beyond an unfinished event.
 func (s *Store[C]) CommitsInHandler() bool { return s.inTx.Load() }
 
-// Load reads the cursor: initial while the row does not exist. A row the
-// codec cannot decode gives an error marked [errclass.Permanent]; so does a
-// missing table that cannot be created (no privilege), naming the table.
-// Load makes the row's version the one the Store's writes compare with.
+// Load reads the cursor (initial while the stream has none) and makes the
+// Store the stream's only writer: it bumps the row's version under the
+// row's lock (writing initial's encoding when there is no row), so a
+// transaction of another Store of the stream still in flight — a killed
+// predecessor's COMMIT already on its way — finishes or fails before Load
+// returns, and every later write of that other Store fails with
+// [ErrCursorChanged]. A restarted process therefore never stops on its
+// predecessor's late commit; the predecessor, if it still runs, does.
+// A row the codec cannot decode gives an error marked [errclass.Permanent];
+// so does a missing table that cannot be created (no privilege), naming the
+// table.
 func (s *Store[C]) Load(ctx context.Context) (C, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,12 +137,16 @@ func (s *Store[C]) Load(ctx context.Context) (C, error) {
 
 func (s *Store[C]) load(ctx context.Context) (C, error) {
 	var zero C
-	data, version, err := s.read(ctx, s.pool)
+	init, err := s.codec.Encode(s.initial)
+	if err != nil {
+		return zero, errclass.Permanent(fmt.Errorf("postgres: encoding the initial cursor %v of stream %q: %w", s.initial, s.name, err))
+	}
+	data, version, err := s.takeOver(ctx, init)
 	if isCode(err, "42P01") { // undefined_table
 		if err = s.create(ctx); err != nil {
 			return zero, err
 		}
-		data, version, err = s.read(ctx, s.pool)
+		data, version, err = s.takeOver(ctx, init)
 	}
 	if err != nil {
 		return zero, fmt.Errorf("postgres: loading the cursor of stream %q from table %s: %w", s.name, s.table, err)
@@ -145,6 +159,15 @@ func (s *Store[C]) load(ctx context.Context) (C, error) {
 	}
 	s.known, s.version, s.last, s.pending = true, version, data, nil
 	return c, nil
+}
+
+// takeOver bumps the row's version (inserting init at version 1 when there
+// is no row) and returns the row's cursor and new version.
+func (s *Store[C]) takeOver(ctx context.Context, init []byte) ([]byte, int64, error) {
+	var data []byte
+	var version int64
+	err := s.pool.QueryRow(ctx, s.sql.fence, s.name, init).Scan(&data, &version)
+	return data, version, err
 }
 
 // read returns the row's cursor and version, or version 0 when there is no

@@ -60,8 +60,8 @@ func TestStoreLoadSave(t *testing.T) {
 	if err := pool.QueryRow(ctxFor(t), "SELECT version FROM resumable_cursors WHERE stream = 'orders'").Scan(&version); err != nil {
 		t.Fatal(err)
 	}
-	if version != 2 {
-		t.Errorf("version after two Saves = %d, want 2", version)
+	if version != 4 { // the first Load inserts, two Saves, another Store's Load fences
+		t.Errorf("version after a Load, two Saves and a Load = %d, want 4", version)
 	}
 }
 
@@ -78,18 +78,18 @@ func TestStoreSaveBeforeLoad(t *testing.T) {
 func TestStoreCursorChanged(t *testing.T) {
 	pool, _ := newPool(t, newDB(t))
 	a, b := newStore(t, pool, "s"), newStore(t, pool, "s")
-	load(t, a)
 	load(t, b)
+	load(t, a) // a takes the stream over
 	save(t, a, 1)
 	err := b.Save(ctxFor(t), 2)
 	if !errors.Is(err, postgres.ErrCursorChanged) {
-		t.Fatalf("Save() by the second Store = %v, want ErrCursorChanged", err)
+		t.Fatalf("Save() by the fenced Store = %v, want ErrCursorChanged", err)
 	}
 	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want Fail", err, d)
 	}
-	if got := load(t, newStore(t, pool, "s")); got != 1 {
-		t.Errorf("Load() after the refused Save = %d, want 1", got)
+	if got := peek(t, pool, "s"); got != 1 {
+		t.Errorf("cursor after the refused Save = %d, want 1", got)
 	}
 	// Once it reloaded, the second Store may write again.
 	if got := load(t, b); got != 1 {
@@ -101,15 +101,32 @@ func TestStoreCursorChanged(t *testing.T) {
 	}
 }
 
-func TestStoreCursorChangedOnInsert(t *testing.T) {
+// TestStoreLoadFences: a Load takes the stream over even when the row did
+// not exist and the new owner writes nothing.
+func TestStoreLoadFences(t *testing.T) {
 	pool, _ := newPool(t, newDB(t))
 	a, b := newStore(t, pool, "s"), newStore(t, pool, "s")
 	load(t, a)
-	load(t, b) // both saw no row
-	save(t, a, 1)
-	if err := b.Save(ctxFor(t), 1); !errors.Is(err, postgres.ErrCursorChanged) {
-		t.Errorf("Save() of a row another Store created = %v, want ErrCursorChanged", err)
+	load(t, b)
+	if err := a.Save(ctxFor(t), 1); !errors.Is(err, postgres.ErrCursorChanged) {
+		t.Errorf("Save() by a Store another one's Load fenced = %v, want ErrCursorChanged", err)
 	}
+	save(t, b, 1)
+}
+
+// peek reads the cursor of stream name without a Store (which would take
+// the stream over).
+func peek(t testing.TB, pool *pgxpool.Pool, name string) int64 {
+	t.Helper()
+	var data []byte
+	if err := pool.QueryRow(ctxFor(t), "SELECT cursor FROM resumable_cursors WHERE stream = $1", name).Scan(&data); err != nil {
+		t.Fatalf("reading the cursor of %q: %v", name, err)
+	}
+	c, err := cursor.Int64().Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestStoreRowDeleted(t *testing.T) {
@@ -149,8 +166,8 @@ func TestStoreWithTable(t *testing.T) {
 	if err := pool.QueryRow(ctxFor(t), `SELECT version FROM "Ops"."Cursors" WHERE stream = 's'`).Scan(&got); err != nil {
 		t.Fatalf("reading the quoted table: %v", err)
 	}
-	if got != 1 {
-		t.Errorf("version = %d, want 1", got)
+	if got != 2 {
+		t.Errorf("version = %d, want 2 (Load, Save)", got)
 	}
 }
 

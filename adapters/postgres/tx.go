@@ -113,7 +113,14 @@ func attempt[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(con
 	if next == 0 {
 		return false, nil // committed before, by an attempt whose reply was lost
 	}
-	if err := fn(ctx, tx, event); err != nil {
+	err = fn(ctx, tx, event)
+	if st := tx.Conn().PgConn().TxStatus(); st == 'I' && !tx.Conn().IsClosed() {
+		// fn ended the transaction itself (a raw COMMIT or ROLLBACK): the
+		// cursor may be committed; the next write finds out.
+		s.pending, s.pendVer = enc, next
+		return false, errclass.Permanent(fmt.Errorf("postgres: the function of stream %q ended the transaction itself (fn must not commit or roll back; its error: %v)", s.name, err))
+	}
+	if err != nil {
 		return retryable(err, tx.Conn().IsClosed()), err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -91,7 +92,7 @@ func TestTransactionalRollback(t *testing.T) {
 	if got, _ := effects(t, pool, "effects"); got != want(0) {
 		t.Errorf("effects after the rollback = %s, want none", got)
 	}
-	if got := load(t, newStore(t, pool, "s")); got != 0 {
+	if got := peek(t, pool, "s"); got != 0 {
 		t.Errorf("stored cursor after the rollback = %d, want 0", got)
 	}
 	// The Store is still in step with the row.
@@ -139,8 +140,8 @@ func TestTransactionalCursorChanged(t *testing.T) {
 				save(t, newStore(t, pool, "s"), 0)
 			}
 			a, b := newStore(t, pool, "s", postgres.WithIsolation(tc.iso)), newStore(t, pool, "s", postgres.WithIsolation(tc.iso))
-			load(t, a)
 			load(t, b)
+			load(t, a) // the later Load takes the stream over
 			var bCalls atomic.Int32
 			handleA := postgres.Transactional(a, streamtest.Extract[struct{}], insertEffect)
 			handleB := postgres.Transactional(b, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
@@ -360,5 +361,37 @@ func TestTransactionalNil(t *testing.T) {
 	err := handle(context.Background(), ev(1))
 	if !errors.Is(err, postgres.ErrInvalid) {
 		t.Errorf("handle() of a nil Store = %v, want ErrInvalid", err)
+	}
+}
+
+// TestTransactionalFnCommits: a function that sends a raw COMMIT and then
+// fails committed the cursor behind the Store's back; the handler reports
+// it, and the Store knows the write as its own: its next event is handled.
+func TestTransactionalFnCommits(t *testing.T) {
+	pool, _ := newPool(t, newDB(t))
+	setupEffects(t, pool)
+	s := newStore(t, pool, "s")
+	load(t, s)
+	errBoom := errors.New("boom")
+	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
+		if err := insertEffect(ctx, tx, e); err != nil {
+			return err
+		}
+		if e.Seq == 1 {
+			if _, err := tx.Exec(ctx, "COMMIT"); err != nil {
+				return err
+			}
+			return errBoom
+		}
+		return nil
+	})
+	if err := handle(ctxFor(t), ev(1)); err == nil || !strings.Contains(err.Error(), "ended the transaction") {
+		t.Fatalf("handle(1) of a fn that committed = %v, want an error saying fn ended the transaction", err)
+	}
+	if err := handle(ctxFor(t), ev(2)); err != nil {
+		t.Fatalf("handle(2) after fn committed = %v, want nil: the committed cursor was the Store's own", err)
+	}
+	if got := peek(t, pool, "s"); got != 2 {
+		t.Errorf("stored cursor = %d, want 2", got)
 	}
 }
