@@ -56,20 +56,27 @@ type conn struct {
 	ahead   Event
 	isAhead bool
 
+	snap snapWork // the snapshot and backfills under way
+
 	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
 	statusBuf []byte
 }
 
-func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) *conn {
+func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
+	prog, err := decodeProgress(after.Snapshot)
+	if err != nil {
+		return nil, err
+	}
 	return &conn{
 		src:  s,
 		id:   id,
 		pg:   pg,
 		rels: make(map[uint32]*relation),
-		skip: Cursor{LSN: after.LSN, Index: after.Index},
-		last: Cursor{LSN: after.LSN, Index: after.Index},
-	}
+		skip: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
+		last: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
+		snap: snapWork{prog: prog, text: after.Snapshot, initial: s.snapshot && after.fresh()},
+	}, nil
 }
 
 // Recv returns the next change, or a Progress event when the server
@@ -80,6 +87,20 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
+		if c.snap.chunk != nil && c.snap.chunk.reached {
+			if ev, ok := c.chunkRow(); ok {
+				return ev, nil
+			}
+			continue
+		}
+		if !c.inTx && !c.isAhead && len(c.trunc) == 0 && c.snap.chunk == nil {
+			if err := c.idleWork(ctx); err != nil {
+				return Event{}, err
+			}
+			if ev, ok := c.snapshotProgress(); ok {
+				return ev, nil
+			}
+		}
 		if len(c.trunc) > 0 {
 			ev, ok, err := c.truncated()
 			if err != nil || ok {
@@ -134,7 +155,8 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 		}
 		// Everything committed before the keepalive's position was sent
 		// before it: with no transaction in flight, the stream is there.
-		if c.inTx || k.ServerWALEnd <= c.last.LSN {
+		// Nor while a chunk waits for its watermark: its rows go at it.
+		if c.inTx || c.snap.chunk != nil || k.ServerWALEnd <= c.last.LSN {
 			return Event{}, false, nil
 		}
 		c.last = Cursor{LSN: k.ServerWALEnd, Index: -1}
@@ -169,6 +191,7 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 			return Event{}, false, c.protocolError("a Commit at %v outside transaction %v", m.CommitLSN, c.txLSN)
 		}
 		c.inTx = false
+		c.snap.noteCommit(c.xid)
 		if c.isAhead { // the transaction's last change
 			c.isAhead = false
 			ev := c.ahead
@@ -213,6 +236,7 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, 
 	if r == nil {
 		return Event{}, false, c.protocolError("a %v of relation %d, which no Relation message described", op, rel)
 	}
+	c.observe(op, r, old, new)
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
@@ -240,6 +264,8 @@ func (c *conn) readAhead(ev Event) (Event, bool, error) {
 // cursor returns pos with the connection's identity.
 func (c *conn) cursor(pos Cursor) Cursor {
 	pos.System, pos.Timeline, pos.Slot = c.id.system, c.id.timeline, c.id.slot
+	pos.Snapshot = c.snap.text
+	c.snap.sent = c.snap.text
 	return pos
 }
 
@@ -305,6 +331,9 @@ func (c *conn) Close() error {
 		defer cancel()
 		_ = c.pg.Close(ctx)
 		<-c.pg.CleanupDone()
+		if c.snap.side != nil {
+			_ = c.snap.side.Close(ctx)
+		}
 	})
 	return nil
 }

@@ -111,7 +111,11 @@ func truncateMsg(rels ...uint32) []byte {
 var testID = identity{system: "7300000000000000001", timeline: 1, slot: "s1"}
 
 func testConn(after Cursor) *conn {
-	return newConn(&Source{slot: "s1", interval: time.Second}, nil, testID, after)
+	c, err := newConn(&Source{slot: "s1", interval: time.Second}, nil, testID, after)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // feed hands msgs to c and returns a line per event delivered.

@@ -186,22 +186,36 @@ type Cursor struct {
 	Timeline int32 `json:"timeline,omitempty"`
 	// Slot is the replication slot's name.
 	Slot string `json:"slot,omitempty"`
+	// Row numbers the Snapshot rows delivered at one position, from 1; 0
+	// for every other event.
+	Row int `json:"row,omitempty"`
+	// Snapshot is the progress of the snapshot and backfills under way (see
+	// [WithSnapshot] and [Source.Backfill]), opaque; empty when none is.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Compare orders cursors by position, as cmp.Compare does: by LSN, then by
-// Index. The identity fields are not compared.
+// Index, then by Row. The identity fields and Snapshot are not compared.
 func Compare(a, b Cursor) int {
 	if c := cmp.Compare(a.LSN, b.LSN); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Index, b.Index)
+	if c := cmp.Compare(a.Index, b.Index); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Row, b.Row)
 }
 
 // String formats c as "0/16B3748 #3" (after the change with index 3 of the
-// transaction committed at 0/16B3748), or "0/16B3748 #-1" for a position
-// before every change at that LSN.
+// transaction committed at 0/16B3748), "0/16B3748 #-1" for a position
+// before every change at that LSN, and "0/16B3748 #3 row 5" after the 5th
+// Snapshot row delivered there.
 func (c Cursor) String() string {
-	return c.LSN.String() + " #" + strconv.Itoa(c.Index)
+	s := c.LSN.String() + " #" + strconv.Itoa(c.Index)
+	if c.Row > 0 {
+		s += " row " + strconv.Itoa(c.Row)
+	}
+	return s
 }
 
 // validate reports a cursor that cannot be a position.
@@ -213,7 +227,9 @@ func (c Cursor) validate() error {
 }
 
 // fresh reports whether c belongs to a stream that has handled nothing.
-func (c Cursor) fresh() bool { return c.LSN == 0 && c.Index <= 0 && c.System == "" }
+func (c Cursor) fresh() bool {
+	return c.LSN == 0 && c.Index <= 0 && c.System == "" && c.Snapshot == ""
+}
 
 // Extract is the [cursor.Extractor] for [Event]: an event's cursor is its
 // Cursor field, and a [Progress] event is reported as

@@ -53,6 +53,9 @@ func (c *conn) logicalMessage(m *pglogrepl.LogicalDecodingMessage) (Event, bool,
 		}
 		c.idx++
 		pos := Cursor{LSN: c.txLSN, Index: c.idx}
+		if m.Prefix == watermarkPrefix {
+			c.watermark(m.Content, pos)
+		}
 		if Compare(pos, c.skip) <= 0 || !c.src.wants(m.Prefix) {
 			return Event{}, false, nil
 		}

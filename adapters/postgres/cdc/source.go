@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,14 +37,19 @@ const defaultStatusInterval = 10 * time.Second
 // skips the changes its cursor covers. Without a wrapped Store nothing is
 // confirmed, and the server keeps all WAL since the slot's creation.
 type Source struct {
-	cfg      *pgconn.Config
-	slot     string
-	pub      string
-	interval time.Duration
-	messages bool     // WithMessages was given
-	prefixes []string // the prefixes of the messages to deliver; none: all
+	cfg       *pgconn.Config
+	slot      string
+	pub       string
+	interval  time.Duration
+	messages  bool     // WithMessages was given
+	prefixes  []string // the prefixes of the messages to deliver; none: all
+	snapshot  bool     // WithSnapshot was given
+	chunkRows int      // rows per snapshot chunk
 
-	mu    sync.Mutex // guards saved
+	pending  atomic.Int32 // len(requests)
+	requests []request    // backfills asked for, guarded by mu
+
+	mu    sync.Mutex // guards saved and requests
 	saved Cursor     // the last cursor the Store loaded or saved; zero: none
 
 	statuses atomic.Int64 // status updates sent, for tests
@@ -105,7 +111,7 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 	if !pubName.MatchString(publication) {
 		return nil, fmt.Errorf("cdc: NewSource: publication name %q is not an unquoted identifier: %w", publication, ErrInvalid)
 	}
-	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval}
+	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval, chunkRows: defaultChunkRows}
 	for _, o := range opts {
 		if o != nil {
 			o.applySource(s)
@@ -113,6 +119,9 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 	}
 	if s.interval < 0 {
 		return nil, fmt.Errorf("cdc: NewSource: WithStatusInterval: negative interval: %w", ErrInvalid)
+	}
+	if s.chunkRows < 0 {
+		return nil, fmt.Errorf("cdc: NewSource: WithSnapshot: negative chunk size: %w", ErrInvalid)
 	}
 	return s, nil
 }
@@ -161,8 +170,14 @@ func (c *confirming) Save(ctx context.Context, cur Cursor) error {
 // hold records c as the cursor the Store holds.
 func (s *Source) hold(c Cursor) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.saved = c
-	s.mu.Unlock()
+	if s.pending.Load() == 0 {
+		return
+	}
+	// A backfill asked for is in the cursors from the first taken after it.
+	s.requests = slices.DeleteFunc(s.requests, func(r request) bool { return r.taken && Compare(c, r.since) > 0 })
+	s.pending.Store(int32(len(s.requests)))
 }
 
 // held returns the cursor the Store holds (zero for none).
@@ -247,7 +262,10 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return nil, fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
 	}
-	c := newConn(s, pg, id, after)
+	c, err := newConn(s, pg, id, after)
+	if err != nil {
+		return nil, errclass.Permanent(err)
+	}
 	if err := c.sendStatus(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,280 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// replica is a consumer that applies events as upserts: a map per table
+// from the text of a row's key columns to the text of the whole row.
+type replica struct {
+	rows      map[string]map[string]string
+	snapshots int
+	sentinel  atomic.Bool
+}
+
+func newReplica() *replica { return &replica{rows: map[string]map[string]string{}} }
+
+// rowText returns the key and the whole row of t as text.
+func rowText(t cdc.Tuple) (key, row string) {
+	var k, r []string
+	for i := range t.Len() {
+		name, v, kind := t.Column(i)
+		s := name + "=" + string(v)
+		if kind == 'n' {
+			s = name + "=NULL"
+		}
+		r = append(r, s)
+		if t.Key(i) {
+			k = append(k, s)
+		}
+	}
+	return strings.Join(k, ","), strings.Join(r, ",")
+}
+
+func (rp *replica) apply(ev cdc.Event) {
+	if ev.Relation == "public.sentinel" {
+		rp.sentinel.Store(true)
+		return
+	}
+	tab := rp.rows[ev.Relation]
+	if tab == nil {
+		tab = map[string]string{}
+		rp.rows[ev.Relation] = tab
+	}
+	switch ev.Op {
+	case cdc.Snapshot, cdc.Insert, cdc.Update:
+		if ev.Op == cdc.Snapshot {
+			rp.snapshots++
+		}
+		if ev.Old.Len() > 0 {
+			k, _ := rowText(ev.Old)
+			delete(tab, k)
+		}
+		k, r := rowText(ev.New)
+		tab[k] = r
+	case cdc.Delete:
+		k, _ := rowText(ev.Old)
+		delete(tab, k)
+	case cdc.Truncate:
+		clear(tab)
+	}
+}
+
+// tableRows reads the tables as the replica holds them.
+func tableRows(t testing.TB, dsn string, tables ...string) map[string]map[string]string {
+	t.Helper()
+	ctx := ctxFor(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	out := map[string]map[string]string{}
+	for _, tab := range tables {
+		rows, err := conn.Query(ctx, "SELECT * FROM "+tab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		var keys []string
+		switch tab {
+		case "items":
+			keys = []string{"id"}
+		case "pairs":
+			keys = []string{"a", "b"}
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var k, r []string
+			for i, f := range rows.FieldDescriptions() {
+				s := f.Name + "=" + fmt.Sprint(vals[i])
+				if vals[i] == nil {
+					s = f.Name + "=NULL"
+				}
+				r = append(r, s)
+				for _, kn := range keys {
+					if kn == f.Name {
+						k = append(k, s)
+					}
+				}
+			}
+			m[strings.Join(k, ",")] = strings.Join(r, ",")
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		out["public."+tab] = m
+	}
+	return out
+}
+
+// churn runs writers on items and pairs until ctx ends.
+func churn(ctx context.Context, t testing.TB, dsn string, writers, ids int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return
+			}
+			defer conn.Close(context.Background())
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				id := rng.IntN(ids) + 1
+				var q string
+				switch rng.IntN(6) {
+				case 0:
+					q = fmt.Sprintf("INSERT INTO items VALUES (%d, %d) ON CONFLICT (id) DO UPDATE SET v = excluded.v", id, rng.IntN(1000))
+				case 1:
+					q = fmt.Sprintf("UPDATE items SET v = v + 1 WHERE id = %d", id)
+				case 2:
+					q = fmt.Sprintf("DELETE FROM items WHERE id = %d", id)
+				case 3: // the key moves: deleted and inserted under another
+					q = fmt.Sprintf("UPDATE items SET id = %d WHERE id = %d AND NOT EXISTS (SELECT 1 FROM items WHERE id = %d)", ids+1-id, id, ids+1-id)
+				case 4:
+					q = fmt.Sprintf("INSERT INTO pairs VALUES ('k%d', %d, NULL) ON CONFLICT (a, b) DO UPDATE SET note = 'n' || excluded.b", id%50, id)
+				case 5:
+					q = fmt.Sprintf("DELETE FROM pairs WHERE a = 'k%d' AND b = %d", id%50, id)
+				}
+				if _, err := conn.Exec(ctx, q); err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "duplicate key") {
+					t.Errorf("%s: %v", q, err)
+					return
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// snapSetup makes items (rows rows) and pairs (a composite text key and a
+// NULL-bearing column), both published, and a table sentinel, published,
+// and returns the slot's name (not yet created).
+func snapSetup(t testing.TB, dsn string, rows int) string {
+	t.Helper()
+	slot := fmt.Sprintf("snap_%d", replSlots.Add(1))
+	replExec(t, dsn,
+		"CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)",
+		"CREATE TABLE pairs (a text, b int, note text, PRIMARY KEY (a, b))",
+		"CREATE TABLE empty (id int PRIMARY KEY)",
+		"CREATE TABLE sentinel (id int PRIMARY KEY)",
+		fmt.Sprintf("INSERT INTO items SELECT g, g FROM generate_series(1, %d) g", rows),
+		fmt.Sprintf("INSERT INTO pairs SELECT 'k' || (g %% 50), g, CASE WHEN g %% 3 = 0 THEN NULL ELSE 'x' END FROM generate_series(1, %d) g", rows/2),
+		"CREATE PUBLICATION pub FOR TABLE items, pairs, empty, sentinel",
+	)
+	t.Cleanup(func() { awaitInactive(t, dsn, slot) })
+	return slot
+}
+
+// consumeUntilSentinel runs the stream in pieces of random length (each
+// ended by a stop, as a kill and a restart would), applying to rp, until
+// the sentinel row arrived and a cursor with no snapshot under way was
+// committed. It returns the number of pieces.
+func consumeUntilSentinel(t testing.TB, src *cdc.Source, store cursor.Store[cdc.Cursor], rp *replica, rng *rand.Rand, maxPiece int) int {
+	t.Helper()
+	for pieces := 1; ; pieces++ {
+		ctx, cancel := context.WithCancel(ctxFor(t))
+		var done atomic.Bool
+		hooks := stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
+			if rp.sentinel.Load() && e.Cursor.Snapshot == "" {
+				done.Store(true)
+				cancel()
+			}
+		}}
+		r, err := cdc.NewResumer(src, store, stream.WithHooks(hooks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, stopAt := 0, rng.IntN(maxPiece)+1
+		err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+			rp.apply(ev)
+			if n++; n >= stopAt {
+				return stream.ErrStop
+			}
+			return nil
+		})
+		cancel()
+		if err != nil && !(done.Load() && errors.Is(err, context.Canceled)) {
+			t.Fatal(err)
+		}
+		if done.Load() {
+			return pieces
+		}
+	}
+}
+
+func TestSnapshotWithWritersAndRestarts(t *testing.T) {
+	rows, kills, writers, maxPiece := 3000, 0, 4, 700
+	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
+		rows, writers, maxPiece = 200000, 8, 30000
+	}
+	dsn := newDB(t)
+	slot := snapSetup(t, dsn, rows)
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(max(rows/20, 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	wg := churn(ctx, t, dsn, writers, rows+rows/5)
+	rp := newReplica()
+	store := cursor.NewMemory(cdc.Cursor{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Pieces while the writers run, then the writers stop and a sentinel
+	// marks the end.
+	for range 6 {
+		r, err := cdc.NewResumer(src, store, stream.WithHooks(stream.Hooks[cdc.Cursor]{OnDisconnect: func(e stream.DisconnectEvent[cdc.Cursor]) { t.Log(e.Err) }}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, stopAt := 0, rng.IntN(maxPiece)+1
+		if err := r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+			rp.apply(ev)
+			if n++; n >= stopAt {
+				return stream.ErrStop
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		kills++
+	}
+	cancel()
+	wg.Wait()
+	replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
+	kills += consumeUntilSentinel(t, src, store, rp, rng, maxPiece)
+	want := tableRows(t, dsn, "items", "pairs")
+	want["public.empty"] = nil
+	got := map[string]map[string]string{}
+	maps.Copy(got, rp.rows)
+	delete(got, "public.sentinel")
+	if len(got["public.empty"]) == 0 {
+		got["public.empty"] = nil
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("replica (-table +replica):\n%s", diff)
+	}
+	if rp.snapshots < rows {
+		t.Errorf("%d snapshot rows, want at least %d", rp.snapshots, rows)
+	}
+	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, kills)
+}
