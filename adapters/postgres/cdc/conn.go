@@ -60,6 +60,8 @@ type conn struct {
 
 	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
+	idleAt    pglogrepl.LSN // the furthest position a keepalive reported with no transaction in flight
+	progress  time.Time     // when the last Progress event was made (or the connection opened)
 	statusBuf []byte
 }
 
@@ -76,7 +78,30 @@ func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, er
 		skip: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
 		last: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
 		snap: snapWork{prog: prog, text: after.Snapshot, initial: s.snapshot && after.fresh()},
+
+		progress: time.Now(),
 	}, nil
+}
+
+// quietSlack is how far the server's position must be beyond the last
+// event for a Progress event: more than the WAL a Store's own save of the
+// previous position writes (a row, its commit, a full-page image), so that
+// saving a Progress event never makes the next one.
+const quietSlack = 64 << 10
+
+// idle returns a Progress event at the position the server last reported
+// with no transaction in flight, when one is due: that position lies more
+// than quietSlack beyond the last event, and no Progress event was made
+// within the status interval. Progress only frees the WAL of writes the
+// publication does not publish: at most one per interval is enough.
+func (c *conn) idle() (Event, bool) {
+	// Nor while a chunk waits for its watermark: its rows go at it.
+	if c.inTx || c.snap.chunk != nil || c.idleAt <= c.last.LSN+quietSlack || time.Since(c.progress) < c.src.interval {
+		return Event{}, false
+	}
+	c.progress = time.Now()
+	c.last = Cursor{LSN: c.idleAt, Index: -1}
+	return Event{Op: Progress, LSN: c.idleAt, Index: -1, Cursor: c.cursor(c.last)}, true
 }
 
 // Recv returns the next change, or a Progress event when the server
@@ -117,6 +142,9 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				if err := c.sendStatus(); err != nil {
 					return Event{}, err
 				}
+				if ev, ok := c.idle(); ok {
+					return ev, nil
+				}
 				continue
 			}
 			return Event{}, classify(fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err))
@@ -155,12 +183,11 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 		}
 		// Everything committed before the keepalive's position was sent
 		// before it: with no transaction in flight, the stream is there.
-		// Nor while a chunk waits for its watermark: its rows go at it.
-		if c.inTx || c.snap.chunk != nil || k.ServerWALEnd <= c.last.LSN {
-			return Event{}, false, nil
+		if !c.inTx {
+			c.idleAt = max(c.idleAt, k.ServerWALEnd)
 		}
-		c.last = Cursor{LSN: k.ServerWALEnd, Index: -1}
-		return Event{Op: Progress, LSN: k.ServerWALEnd, Index: -1, Cursor: c.cursor(c.last)}, true, nil
+		ev, ok := c.idle()
+		return ev, ok, nil
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {

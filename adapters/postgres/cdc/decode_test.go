@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -233,35 +234,53 @@ func TestConnCursorCarriesIdentity(t *testing.T) {
 	}
 }
 
+// TestConnProgress: a keepalive becomes a Progress event only with no
+// transaction in flight, beyond the slack a Store's own save writes, and
+// at most once per status interval (1s here; a synctest bubble's clock).
 func TestConnProgress(t *testing.T) {
-	c := testConn(Cursor{LSN: 0x5000, Index: 1})
-	msgs := tx()
-	// Inside the resent transaction, and at or before the cursor: no progress.
-	for _, m := range [][]byte{keepalive(0x4000), msgs[0], keepalive(0x6000)} {
-		if _, ok, err := c.handle(m); ok || err != nil {
-			t.Fatalf("handle = %v, %v; want no event", ok, err)
+	synctest.Test(t, func(t *testing.T) {
+		c := testConn(Cursor{LSN: 0x5000, Index: 1})
+		msgs := tx()
+		far := pglogrepl.LSN(0x5000 + quietSlack + 0x1000)
+		// Inside the resent transaction, and at or before the cursor: no progress.
+		for _, m := range [][]byte{keepalive(0x4000), msgs[0], keepalive(far)} {
+			if _, ok, err := c.handle(m); ok || err != nil {
+				t.Fatalf("handle = %v, %v; want no event", ok, err)
+			}
 		}
-	}
-	feed(t, c, msgs[1:]...)
-	ev, ok, err := c.handle(keepalive(0x6000))
-	if err != nil || !ok {
-		t.Fatalf("handle(keepalive after commit) = %v, %v", ok, err)
-	}
-	want := Cursor{LSN: 0x6000, Index: -1, System: testID.system, Timeline: 1, Slot: "s1"}
-	if ev.Op != Progress || ev.Cursor != want {
-		t.Fatalf("event = %v %+v, want PROGRESS %+v", ev.Op, ev.Cursor, want)
-	}
-	if _, err := Extract(ev); !errors.Is(err, cursor.ProgressOnly) {
-		t.Fatalf("Extract(progress) error = %v, want ProgressOnly", err)
-	}
-	if _, ok, _ := c.handle(keepalive(0x6000)); ok {
-		t.Fatal("a second keepalive at the same position made another progress event")
-	}
-	// A transaction committed at the progress position is still delivered.
-	got := feed(t, c, xlog(0x6000, beginMsg(0x6000, 78)), xlog(0x6000, insertMsg(16384, "9", "z")), xlog(0x6000, commitMsg(0x6000)))
-	if len(got) != 1 || !strings.HasPrefix(got[0], "public.items INSERT 9 0/6000 0 78") {
-		t.Fatalf("events after progress = %q", got)
-	}
+		feed(t, c, msgs[1:]...)
+		time.Sleep(time.Second)
+		if _, ok, _ := c.handle(keepalive(0x5000 + quietSlack)); ok {
+			t.Fatal("a keepalive within the slack of the last event made a progress event")
+		}
+		ev, ok, err := c.handle(keepalive(far))
+		if err != nil || !ok {
+			t.Fatalf("handle(keepalive after commit) = %v, %v", ok, err)
+		}
+		want := Cursor{LSN: far, Index: -1, System: testID.system, Timeline: 1, Slot: "s1"}
+		if ev.Op != Progress || ev.Cursor != want {
+			t.Fatalf("event = %v %+v, want PROGRESS %+v", ev.Op, ev.Cursor, want)
+		}
+		if _, err := Extract(ev); !errors.Is(err, cursor.ProgressOnly) {
+			t.Fatalf("Extract(progress) error = %v, want ProgressOnly", err)
+		}
+		if _, ok, _ := c.handle(keepalive(far)); ok {
+			t.Fatal("a second keepalive at the same position made another progress event")
+		}
+		further := far + quietSlack + 1
+		if _, ok, _ := c.handle(keepalive(further)); ok {
+			t.Fatal("a second progress event within the status interval")
+		}
+		time.Sleep(time.Second)
+		if _, ok, _ := c.handle(keepalive(further)); !ok {
+			t.Fatal("no progress event an interval later")
+		}
+		// A transaction committed at the progress position is still delivered.
+		got := feed(t, c, xlog(further, beginMsg(further, 78)), xlog(further, insertMsg(16384, "9", "z")), xlog(further, commitMsg(further)))
+		if len(got) != 1 || !strings.HasPrefix(got[0], "public.items INSERT 9 "+further.String()+" 0 78") {
+			t.Fatalf("events after progress = %q", got)
+		}
+	})
 }
 
 func TestConnTruncate(t *testing.T) {
@@ -436,7 +455,10 @@ func TestSlotCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.st.check("s1", "db", tt.after)
+			err := tt.st.usable("s1", "db")
+			if err == nil {
+				err = tt.st.check("s1", tt.after)
+			}
 			if tt.permanent {
 				if err == nil || !strings.Contains(err.Error(), tt.want) || errclass.Default().Classify(err).Action != errclass.Fail {
 					t.Fatalf("check = %v, want a permanent error containing %q", err, tt.want)
@@ -490,7 +512,10 @@ func TestCursorJSON(t *testing.T) {
 	if got, err := codec.Decode(data); got != c || err != nil {
 		t.Fatalf("Decode = %+v, %v; want %+v", got, err, c)
 	}
-	if err := (Cursor{Index: -2}).validate(); err == nil {
-		t.Fatal("validate(index -2) = nil, want an error")
+	if err := (Cursor{Index: -3}).validate(); err == nil {
+		t.Fatal("validate(index -3) = nil, want an error")
+	}
+	if err := (Cursor{Index: replayIndex}).validate(); err != nil {
+		t.Fatalf("validate(index -2, a resync's replay) = %v, want nil", err)
 	}
 }

@@ -29,7 +29,12 @@ const (
 	// (and the publication publishes); New and Old are empty.
 	Truncate
 	// Progress says that nothing the publication publishes was committed
-	// between the previous event and the position of its Cursor. Its cursor
+	// between the previous event and the position of its Cursor. It frees
+	// the WAL of writes the publication does not publish: a connection
+	// makes one at most once per status interval, and only when the
+	// server's position lies more than 64 KiB beyond the previous event,
+	// so that saving one (a Store in the same database writes WAL) never
+	// makes the next. Its cursor
 	// is committed and it is never handed to a handler ([Extract] reports it
 	// as [cursor.ProgressOnly]).
 	Progress
@@ -178,7 +183,9 @@ type Cursor struct {
 	// or a position with nothing in flight (Index -1).
 	LSN pglogrepl.LSN `json:"lsn"`
 	// Index is the index of the last change handled within the
-	// transaction, from 0; -1 when none of it was.
+	// transaction, from 0; -1 when none of it was; -2 inside a resync's
+	// replay (the cursor of its ResyncStart and Snapshot events), from
+	// which a stream does not resume: it resyncs again.
 	Index int `json:"index"`
 	// System is the server's system identifier (IDENTIFY_SYSTEM).
 	System string `json:"system,omitempty"`
@@ -218,10 +225,15 @@ func (c Cursor) String() string {
 	return s
 }
 
+// replayIndex is the Index of the cursor of a resync's ResyncStart and
+// Snapshot events: a replay not finished, which Open refuses so that the
+// stream resyncs again.
+const replayIndex = -2
+
 // validate reports a cursor that cannot be a position.
 func (c Cursor) validate() error {
-	if c.Index < -1 {
-		return fmt.Errorf("cdc: cursor %v: index below -1", c)
+	if c.Index < replayIndex {
+		return fmt.Errorf("cdc: cursor %v: index below %d", c, replayIndex)
 	}
 	return nil
 }

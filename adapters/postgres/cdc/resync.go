@@ -29,6 +29,11 @@ const defaultResyncPage = 1000
 // a [ResyncStart], a [Snapshot] event per row and a [ResyncEnd]. The stream
 // then goes on from the slot's start. Rows deleted in the gap are not
 // replayed: drop what the replay lacks. Nothing is held beyond one page.
+// The ResyncStart and Snapshot events carry a cursor (Index -2) that a
+// stream does not resume from: a replay interrupted after a handler
+// committed such a cursor (postgres.Transactional) is done again from its
+// start. The publication's name is folded to lower case, as the server
+// folds the unquoted name.
 func Resync(src *Source, pageSize int) stream.ResyncFunc[Event, Cursor] {
 	if pageSize <= 0 {
 		pageSize = defaultResyncPage
@@ -62,7 +67,7 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 		return Cursor{}, err
 	}
 	if found {
-		if err := st.check(s.slot, sys.DBName, Cursor{}); err != nil {
+		if err := st.usable(s.slot, sys.DBName); err != nil {
 			return Cursor{}, err // not a slot of ours to drop
 		}
 		if err := pglogrepl.DropReplicationSlot(ctx, pg, s.slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil {
@@ -82,17 +87,24 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 		return Cursor{}, fmt.Errorf("cdc: resync: slot %q: %w", s.slot, err)
 	}
 	cur := Cursor{LSN: at, Index: -1, System: sys.SystemID, Timeline: sys.Timeline, Slot: s.slot}
-	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: cur}); err != nil {
+	// The replay's events carry a cursor a stream cannot resume from: a
+	// handler that commits it (postgres.Transactional) and then crashes
+	// resyncs again from the start, not after the replay's first rows.
+	inReplay := cur
+	inReplay.Index = replayIndex
+	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: inReplay}); err != nil {
 		return Cursor{}, err
 	}
-	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+s.pub+"' ORDER BY 1, 2").ReadAll()
+	// The server folds an unquoted name to lower case, as pgoutput does
+	// with publication_names.
+	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+strings.ToLower(s.pub)+"' ORDER BY 1, 2").ReadAll()
 	if err != nil {
 		return Cursor{}, fmt.Errorf("cdc: resync: tables of publication %q: %w", s.pub, err)
 	}
 	for _, row := range tables[0].Rows {
 		rel := string(row[0]) + "." + string(row[1])
 		if err := replayTable(ctx, pg, rel, quoteIdent(string(row[0]))+"."+quoteIdent(string(row[1])), pageSize, func(ev Event) error {
-			ev.LSN, ev.Index, ev.Cursor = at, -1, cur
+			ev.LSN, ev.Index, ev.Cursor = at, -1, inReplay
 			return emit(ev)
 		}); err != nil {
 			return Cursor{}, err

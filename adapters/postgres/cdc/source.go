@@ -13,8 +13,10 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/wait"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -49,8 +51,11 @@ type Source struct {
 	pending  atomic.Int32 // len(requests)
 	requests []request    // backfills asked for, guarded by mu
 
-	mu    sync.Mutex // guards saved and requests
-	saved Cursor     // the last cursor the Store loaded or saved; zero: none
+	mu    sync.Mutex           // guards saved, store and requests
+	saved Cursor               // the last cursor the Store loaded or saved; zero: none
+	store cursor.Store[Cursor] // the Store Confirming wrapped, loaded by Open; nil: none
+
+	standby bool // an Open found the slot active and said so: the next waits quietly; only Open uses it
 
 	statuses atomic.Int64 // status updates sent, for tests
 }
@@ -137,12 +142,22 @@ func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) 
 	return stream.New(src, Extract, src.Confirming(store), append(base, opts...)...)
 }
 
-// Confirming returns a Store that loads and saves through st and tells s
-// each cursor st holds: the cursor it loaded, and every cursor it saved
+// Confirming returns a Store that saves through st and tells s each
+// cursor st holds: the cursor [Source.Open] loaded, and every cursor saved
 // without an error. The connections of s confirm to the server the LSN of
 // the last such cursor, and nothing else. It is safe for concurrent use if
 // st is.
+//
+// Its Load does not read st: it returns the cursor s last learned st holds
+// (zero at first). Open loads st itself once it holds the slot, and starts
+// after the cursor it loaded (or after the one it was given, when that is
+// further): a Load of a postgres.Store takes the stream over, and only the
+// process holding the slot may do that, so a standby waiting for the slot
+// never disturbs the active process.
 func (s *Source) Confirming(st cursor.Store[Cursor]) cursor.Store[Cursor] {
+	s.mu.Lock()
+	s.store = st
+	s.mu.Unlock()
 	return &confirming{src: s, st: st}
 }
 
@@ -151,12 +166,19 @@ type confirming struct {
 	st  cursor.Store[Cursor]
 }
 
+// CommitsInHandler forwards st's answer (a postgres.Store used by
+// postgres.Transactional says true), so that a stream refuses to run such a
+// Store's handler concurrently through the wrapper too.
+func (c *confirming) CommitsInHandler() bool {
+	hc, ok := c.st.(interface{ CommitsInHandler() bool })
+	return ok && hc.CommitsInHandler()
+}
+
 func (c *confirming) Load(ctx context.Context) (Cursor, error) {
-	cur, err := c.st.Load(ctx)
-	if err == nil {
-		c.src.hold(cur)
+	if err := ctx.Err(); err != nil {
+		return Cursor{}, err
 	}
-	return cur, err
+	return c.src.held(), nil
 }
 
 func (c *confirming) Save(ctx context.Context, cur Cursor) error {
@@ -180,6 +202,13 @@ func (s *Source) hold(c Cursor) {
 	s.pending.Store(int32(len(s.requests)))
 }
 
+// attached returns the Store Confirming wrapped, or nil.
+func (s *Source) attached() cursor.Store[Cursor] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store
+}
+
 // held returns the cursor the Store holds (zero for none).
 func (s *Source) held() Cursor {
 	s.mu.Lock()
@@ -191,24 +220,83 @@ func (s *Source) held() Cursor {
 // its ctx ends (the optional method documented on [stream.Source]).
 func (s *Source) RecvRespectsContext() bool { return true }
 
-// Open connects, checks that the server and the slot are those after was
-// read from, and starts replication so that the connection delivers the
-// changes strictly after after.
+// Open connects, takes the slot, checks that the server and the slot are
+// those the cursor was read from, and starts replication so that the
+// connection delivers the changes strictly after the cursor: after, or the
+// cursor Open loads from the Store [Source.Confirming] wrapped once it
+// holds the slot, whichever is further.
 //
-// With a zero after (a stream that handled nothing), a missing slot is
+// A slot another connection holds (a hot standby's active relay) is waited
+// for: the first Open that finds it active fails with an error saying so
+// (retried by the stream, which logs it), and the next one waits, polling
+// with a growing delay up to the status interval, until it takes the slot
+// or ctx ends. Nothing is loaded or written while it waits.
+//
+// With a zero cursor (a stream that handled nothing), a missing slot is
 // created (never a temporary one), and the stream starts where the slot
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
 // server's system identifier or timeline is not the cursor's, when the
-// slot is missing or lost (the server removed WAL it needed), or when the
+// slot is missing or lost (the server removed WAL it needed), when the
 // slot's confirmed_flush_lsn lies beyond the cursor (the slot was
-// recreated, or moved by another consumer): changes between them are gone. A slot that is not a permanent pgoutput slot of
-// the database, and errors of privileges or of missing objects, are
-// [errclass.Permanent].
+// recreated, or moved by another consumer): changes between them are gone,
+// or when the cursor is inside a resync's replay. A slot that is not a
+// permanent pgoutput slot of the database, and errors of privileges or of
+// missing objects, are [errclass.Permanent].
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
 		return nil, errclass.Permanent(err)
 	}
+	var seq backoff.Sequence
+	for {
+		c, err := s.open(ctx, after)
+		var busy *slotBusy
+		if !errors.As(err, &busy) {
+			if err == nil {
+				s.standby = false
+			}
+			return c, err
+		}
+		if !s.standby { // said once; the stream logs it
+			s.standby = true
+			return nil, err
+		}
+		if seq == nil {
+			seq = standbyPoll(s.interval).NewSequence()
+		}
+		d, _ := seq.Next()
+		if err := wait.Sleep(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// standbyPoll is how often a standby looks at the slot: from 100ms,
+// doubling, up to the status interval.
+func standbyPoll(interval time.Duration) backoff.Policy {
+	return backoff.Exponential(backoff.WithInitialInterval(min(100*time.Millisecond, interval)), backoff.WithMaxInterval(interval))
+}
+
+// slotBusy is the failure of an Open that found the slot held by another
+// connection. It is retried.
+type slotBusy struct {
+	slot string
+	pid  string
+	err  error // the server's refusal, when START_REPLICATION met it
+}
+
+func (e *slotBusy) Error() string {
+	msg := fmt.Sprintf("cdc: slot %q is active (held by server process %s): waiting as a standby until it is free", e.slot, e.pid)
+	if e.err != nil {
+		msg += ": " + e.err.Error()
+	}
+	return msg
+}
+
+func (e *slotBusy) Unwrap() error { return e.err }
+
+// open is one attempt of Open.
+func (s *Source) open(ctx context.Context, after Cursor) (*conn, error) {
 	pg, err := pgconn.ConnectConfig(ctx, s.cfg)
 	if err != nil {
 		return nil, classify(fmt.Errorf("cdc: connecting for replication: %w", err))
@@ -218,49 +306,62 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
 		_ = pg.Close(cctx)
+		var busy *slotBusy
+		if errors.As(err, &busy) {
+			return nil, err
+		}
 		return nil, classify(err)
 	}
 	return c, nil
 }
 
-// start identifies the server, checks the slot against after and starts
-// replication on pg.
+// start identifies the server, takes the slot, loads the Store, checks the
+// slot against the cursor and starts replication on pg.
 func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*conn, error) {
 	sys, err := pglogrepl.IdentifySystem(ctx, pg)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
-	if err := id.check(after); err != nil {
-		return nil, err
-	}
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
 		return nil, err
+	}
+	if found {
+		if err := st.usable(s.slot, sys.DBName); err != nil {
+			return nil, err
+		}
+		if st.activePID != "" {
+			return nil, &slotBusy{slot: s.slot, pid: st.activePID}
+		}
+		// Taking the slot: from here on no other consumer moves it.
+		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
+			return nil, err
+		}
+	}
+	if after, err = s.reload(ctx, after); err != nil {
+		return nil, err
+	}
+	if err := id.check(after); err != nil {
+		return nil, err
+	}
+	if after.Index == replayIndex {
+		return nil, fmt.Errorf("cdc: cursor %v is inside a resync's replay, which did not finish: %w", after, stream.ErrSourceChanged)
 	}
 	switch {
 	case !found && after.fresh():
 		if err := s.createSlot(ctx, pg); err != nil {
 			return nil, err
 		}
+		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
+			return nil, err
+		}
 	case !found:
 		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
 	default:
-		if err := st.check(s.slot, sys.DBName, after); err != nil {
+		if err := st.check(s.slot, after); err != nil {
 			return nil, err
 		}
-	}
-	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
-	switch version := pg.ParameterStatus("server_version"); {
-	case serverMessages(version):
-		// Always, so that a transaction's changes are numbered the same
-		// whatever WithMessages asks for.
-		args = append(args, "messages 'true'")
-	case s.messages:
-		return nil, errclass.Permanent(fmt.Errorf("cdc: WithMessages: server version %s: pgoutput sends logical decoding messages from PostgreSQL 14", version))
-	}
-	if err := pglogrepl.StartReplication(ctx, pg, s.slot, after.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
-		return nil, fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, after.LSN, err)
 	}
 	c, err := newConn(s, pg, id, after)
 	if err != nil {
@@ -270,6 +371,47 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, err
 	}
 	return c, nil
+}
+
+// startReplication starts streaming the slot on pg; a slot another
+// connection took first is a slotBusy.
+func (s *Source) startReplication(ctx context.Context, pg *pgconn.PgConn, at pglogrepl.LSN) error {
+	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
+	switch version := pg.ParameterStatus("server_version"); {
+	case serverMessages(version):
+		// Always, so that a transaction's changes are numbered the same
+		// whatever WithMessages asks for.
+		args = append(args, "messages 'true'")
+	case s.messages:
+		return errclass.Permanent(fmt.Errorf("cdc: WithMessages: server version %s: pgoutput sends logical decoding messages from PostgreSQL 14", version))
+	}
+	err := pglogrepl.StartReplication(ctx, pg, s.slot, at, pglogrepl.StartReplicationOptions{PluginArgs: args})
+	if isCode(err, "55006") { // object_in_use: "replication slot ... is active for PID n"
+		return &slotBusy{slot: s.slot, pid: "?", err: err}
+	}
+	if err != nil {
+		return fmt.Errorf("cdc: START_REPLICATION of slot %q at %v: %w", s.slot, at, err)
+	}
+	return nil
+}
+
+// reload loads the Store Confirming wrapped, now that the slot is this
+// connection's, and returns the further of after and the loaded cursor.
+// Without a Store, it returns after.
+func (s *Source) reload(ctx context.Context, after Cursor) (Cursor, error) {
+	st := s.attached()
+	if st == nil {
+		return after, nil
+	}
+	loaded, err := st.Load(ctx)
+	if err != nil {
+		return Cursor{}, fmt.Errorf("cdc: loading the cursor from the Store: %w", err)
+	}
+	s.hold(loaded)
+	if Compare(loaded, after) >= 0 || after.fresh() {
+		return loaded, nil
+	}
+	return after, nil
 }
 
 // identity is the server and slot a connection reads from.
@@ -306,6 +448,7 @@ func (id identity) matches(c Cursor) bool {
 type slotState struct {
 	plugin, kind, database string
 	walStatus              string // reserved, extended, unreserved or lost
+	activePID              string // the server process holding the slot; empty: none
 	temporary              bool
 	confirmed              pglogrepl.LSN
 }
@@ -314,7 +457,7 @@ type slotState struct {
 // when there is none.
 func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState, found bool, err error) {
 	// The slot's name was checked by NewSource: it needs no quoting.
-	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
+	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, ''), coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
@@ -323,23 +466,28 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
-	if len(row) != 6 {
+	if len(row) != 7 {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %d columns", s.slot, len(row))
 	}
-	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5])}
+	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5]), activePID: string(row[6])}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
 	return st, true, nil
 }
 
-// check refuses a slot that cannot serve the stream, and a slot whose
-// confirmed position is beyond after.
-func (st slotState) check(slot, db string, after Cursor) error {
+// usable refuses a slot that cannot serve the stream.
+func (st slotState) usable(slot, db string) error {
 	if st.kind != "logical" || st.plugin != "pgoutput" || st.database != db || st.temporary {
 		return errclass.Permanent(fmt.Errorf("cdc: slot %q is a %s slot of plugin %q on database %q (temporary %t); want a permanent logical slot of pgoutput on %q",
 			slot, st.kind, st.plugin, st.database, st.temporary, db))
 	}
+	return nil
+}
+
+// check refuses a slot that is lost, or whose confirmed position is beyond
+// after.
+func (st slotState) check(slot string, after Cursor) error {
 	if !after.fresh() && st.walStatus == "lost" {
 		return fmt.Errorf("cdc: slot %q: was usable at cursor %v, now lost (the server removed WAL it needed: max_slot_wal_keep_size): %w", slot, after, stream.ErrSourceChanged)
 	}
@@ -357,6 +505,12 @@ func (s *Source) createSlot(ctx context.Context, pg *pgconn.PgConn) error {
 		return fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
 	}
 	return nil
+}
+
+// isCode reports whether err is a PostgreSQL error with SQLSTATE code.
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
 }
 
 // classify marks the errors that retrying cannot cure as permanent: a

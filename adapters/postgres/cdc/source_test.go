@@ -331,8 +331,9 @@ func TestReplProgressOnQuietPublication(t *testing.T) {
 		})
 	}()
 	replUntil(t, "a progress-only event and the slot to pass the last change", func() bool {
-		replExec(t, dsn, "INSERT INTO other (note) VALUES ('quiet')")
-		c := confirmedFlush(t, dsn, slot) // before the Store: the Store only moves on
+		replExec(t, dsn, "INSERT INTO other (note) SELECT 'quiet' FROM generate_series(1, 1000)") // beyond the 64 KiB slack
+		// confirmed_flush_lsn before the Store: the Store only moves on.
+		c := confirmedFlush(t, dsn, slot)
 		saved, _ := store.Load(context.Background())
 		if c > saved.LSN {
 			t.Fatalf("confirmed_flush_lsn %v is beyond the saved cursor %v", c, saved)

@@ -1,0 +1,141 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// foreign is a cursor of another server: the next Open is
+// stream.ErrSourceChanged, which a resync follows.
+func foreign(slot string) cdc.Cursor {
+	return cdc.Cursor{LSN: 0x1000000, Index: -1, System: "1", Timeline: 1, Slot: slot}
+}
+
+// copyRow applies an event to the table copy: a snapshot row or an insert.
+func copyRow(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
+	if ev.Op != cdc.Snapshot && ev.Op != cdc.Insert {
+		return nil
+	}
+	id, _ := ev.New.Get("id")
+	_, err := tx.Exec(ctx, "INSERT INTO copy (id) VALUES ($1::text::int) ON CONFLICT DO NOTHING", string(id))
+	return err
+}
+
+// TestResyncInterruptedTransactional: a Transactional handler commits the
+// cursor of every replayed row; a crash 50 rows into a 300-row replay must
+// not leave the next run streaming on after those 50: it resyncs again.
+func TestResyncInterruptedTransactional(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn,
+		"CREATE TABLE copy (id int PRIMARY KEY)",
+		"INSERT INTO items (id) SELECT g FROM generate_series(1, 300) g")
+	pool, err := pgxpool.New(ctxFor(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	newStore := func() *postgres.Store[cdc.Cursor] {
+		s, err := postgres.NewStore(pool, "items", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	seed := newStore()
+	if _, err := seed.Load(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := seed.Save(ctxFor(t), foreign(slot)); err != nil {
+		t.Fatal(err)
+	}
+	run := func(store *postgres.Store[cdc.Cursor], fn func(context.Context, pgx.Tx, cdc.Event) error) error {
+		src, err := cdc.NewSource(dsn, slot, "pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cdc.NewResumer(src, store, stream.WithResync(cdc.Resync(src, 7)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Run(ctxFor(t), postgres.Transactional(store, cdc.Extract, fn))
+	}
+	errCrash := errors.New("crash")
+	n := 0
+	err = run(newStore(), func(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
+		if ev.Op == cdc.Snapshot {
+			if n++; n == 51 {
+				return errclass.Permanent(errCrash)
+			}
+		}
+		return copyRow(ctx, tx, ev)
+	})
+	if !errors.Is(err, errCrash) {
+		t.Fatalf("first Run() = %v, want the crash", err)
+	}
+	// A change after the crash: streamed on without a second resync, it
+	// would be the next event.
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (1000)")
+	var ops []string
+	err = run(newStore(), func(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
+		ops = append(ops, ev.Op.String())
+		if ev.Op == cdc.ResyncEnd || ev.Op == cdc.Insert {
+			return stream.ErrStop
+		}
+		return copyRow(ctx, tx, ev)
+	})
+	if err != nil {
+		t.Fatalf("second Run() = %v, want nil", err)
+	}
+	var rows int
+	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM copy").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 301 || len(ops) == 0 || ops[0] != "RESYNC-START" {
+		t.Fatalf("copy has %d rows after the restart (first events %v), want 301: the replay done again", rows, ops[:min(len(ops), 3)])
+	}
+}
+
+// TestResyncMixedCasePublication: a publication created as MyPub is mypub
+// to the server; NewSource takes the name as SQL does, and Resync replays
+// its tables.
+func TestResyncMixedCasePublication(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn,
+		"CREATE PUBLICATION MyPub FOR TABLE items",
+		"INSERT INTO items (id) SELECT g FROM generate_series(1, 20) g")
+	src, err := cdc.NewSource(dsn, slot, "MyPub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, cursor.NewMemory(foreign(slot)), stream.WithResync(cdc.Resync(src, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+		if ev.Op == cdc.Snapshot {
+			id, _ := ev.New.Get("id")
+			got = append(got, string(id))
+		}
+		if ev.Op == cdc.ResyncEnd {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil || len(got) != 20 {
+		t.Fatalf("Run() = %v after %d snapshot rows (%s), want 20", err, len(got), fmt.Sprint(got))
+	}
+}
