@@ -172,6 +172,12 @@ func churn(ctx context.Context, t testing.TB, dsn string, writers, ids int) *syn
 // and returns the slot's name (not yet created).
 func snapSetup(t testing.TB, dsn string, rows int) string {
 	t.Helper()
+	return snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, pairs, empty, sentinel")
+}
+
+// snapSetupPub is snapSetup with the publication made by pub.
+func snapSetupPub(t testing.TB, dsn string, rows int, pub string) string {
+	t.Helper()
 	slot := fmt.Sprintf("snap_%d", replSlots.Add(1))
 	replExec(t, dsn,
 		"CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)",
@@ -180,7 +186,7 @@ func snapSetup(t testing.TB, dsn string, rows int) string {
 		"CREATE TABLE sentinel (id int PRIMARY KEY)",
 		fmt.Sprintf("INSERT INTO items SELECT g, g FROM generate_series(1, %d) g", rows),
 		fmt.Sprintf("INSERT INTO pairs SELECT 'k' || (g %% 50), g, CASE WHEN g %% 3 = 0 THEN NULL ELSE 'x' END FROM generate_series(1, %d) g", rows/2),
-		"CREATE PUBLICATION pub FOR TABLE items, pairs, empty, sentinel",
+		pub,
 	)
 	t.Cleanup(func() { awaitInactive(t, dsn, slot) })
 	return slot
@@ -277,4 +283,128 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 		t.Errorf("%d snapshot rows, want at least %d", rp.snapshots, rows)
 	}
 	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, kills)
+}
+
+func TestBackfillWithWritersAndRestarts(t *testing.T) {
+	rows, writers, maxPiece := 3000, 4, 700
+	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
+		rows, writers, maxPiece = 200000, 8, 30000
+	}
+	dsn := newDB(t)
+	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(max(rows/20, 100)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Backfill(ctxFor(t), "pairs"); !errors.Is(err, cdc.ErrInvalid) {
+		t.Fatalf("Backfill(unpublished) = %v, want ErrInvalid", err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	wg := churn(ctx, t, dsn, writers, rows+rows/5)
+	rp := newReplica()
+	store := cursor.NewMemory(cdc.Cursor{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	piece := func(i int) {
+		r, err := cdc.NewResumer(src, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, stopAt := 0, rng.IntN(maxPiece)+1
+		if err := r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+			rp.apply(ev)
+			if n++; n >= stopAt {
+				return stream.ErrStop
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The initial snapshot (of items), then pairs joins the publication
+	// while the stream and the writers run, and is backfilled.
+	for i := range 3 {
+		piece(i)
+	}
+	replExec(t, dsn, "ALTER PUBLICATION pub ADD TABLE pairs")
+	if err := src.Backfill(ctxFor(t), "public.pairs"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		piece(i)
+	}
+	cancel()
+	wg.Wait()
+	replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
+	pieces := consumeUntilSentinel(t, src, store, rp, rng, maxPiece)
+	want := tableRows(t, dsn, "items", "pairs")
+	got := map[string]map[string]string{}
+	maps.Copy(got, rp.rows)
+	delete(got, "public.sentinel")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("replica (-table +replica):\n%s", diff)
+	}
+	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, pieces+7)
+}
+
+func TestSnapshotTableWithoutKey(t *testing.T) {
+	dsn := newDB(t)
+	slot := snapSetupPub(t, dsn, 10, "CREATE PUBLICATION pub FOR TABLE items")
+	replExec(t, dsn, "CREATE TABLE nokey (v int)", "ALTER TABLE nokey REPLICA IDENTITY FULL", "ALTER PUBLICATION pub ADD TABLE nokey")
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Backfill(ctxFor(t), "nokey"); !errors.Is(err, cdc.ErrInvalid) || !strings.Contains(err.Error(), "no primary key") {
+		t.Fatalf("Backfill(nokey) = %v, want ErrInvalid saying there is no key", err)
+	}
+	if err := src.Backfill(ctxFor(t), "missing"); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Backfill(missing) = %v, want an error naming it", err)
+	}
+	_, err = replRun(t, dsn, slot, cursor.NewMemory(cdc.Cursor{}), 100, cdc.WithSnapshot(0))
+	if !errors.Is(err, cdc.ErrInvalid) || !strings.Contains(err.Error(), "public.nokey") {
+		t.Fatalf("Run = %v, want ErrInvalid naming public.nokey", err)
+	}
+}
+
+func TestSnapshotTableDropped(t *testing.T) {
+	dsn := newDB(t)
+	slot := snapSetupPub(t, dsn, 50, "CREATE PUBLICATION pub FOR TABLE items, pairs")
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := cursor.NewMemory(cdc.Cursor{})
+	rp := newReplica()
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	var snapshotted atomic.Bool
+	hooks := stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
+		if e.Cursor.Snapshot == "" && e.Cursor.LSN != 0 {
+			snapshotted.Store(true)
+			cancel()
+		}
+	}}
+	r, err := cdc.NewResumer(src, store, stream.WithHooks(hooks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half way through items, the table is dropped: the snapshot goes on
+	// with pairs.
+	n := 0
+	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+		rp.apply(ev)
+		if n++; n == 15 {
+			replExec(t, dsn, "DROP TABLE items")
+		}
+		return nil
+	})
+	if !snapshotted.Load() || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want the end of the snapshot committed", err)
+	}
+	if got := len(rp.rows["public.items"]); got < 20 || got >= 50 {
+		t.Errorf("%d rows of items delivered, want the chunks read before the drop (20 to 40)", got)
+	}
+	if diff := cmp.Diff(tableRows(t, dsn, "pairs")["public.pairs"], rp.rows["public.pairs"]); diff != "" {
+		t.Errorf("pairs (-table +replica):\n%s", diff)
+	}
 }
