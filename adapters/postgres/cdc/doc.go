@@ -12,5 +12,13 @@
 // [github.com/resumable-go/resumable/adapters/postgres]) with
 // postgres.Transactional, making each change's effects exactly once.
 //
+// Values are text, or Go values by type through [Tuple.Value]; each change
+// carries its transaction's commit time, and [Event.TxEnd] marks the last
+// event of a transaction. [WithMessages] delivers the messages an
+// application emits with pg_logical_emit_message. [WithSnapshot] makes a
+// first start deliver the existing rows, and [Source.Backfill] reads one
+// table again while streaming: both as [Snapshot] events a consumer applies
+// as upserts, consistent with the changes and resumable after a crash.
+//
 // See docs/postgres.md in the repository for how it works and its limits.
 package cdc

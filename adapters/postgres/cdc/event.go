@@ -43,8 +43,9 @@ const (
 	// and the Snapshot events up to the ResyncEnd are the published tables
 	// as of the position of its Cursor.
 	ResyncStart
-	// Snapshot is a row of a published table in a resync's replay: New
-	// holds it, Relation names its table.
+	// Snapshot is a row of a published table, read by [WithSnapshot], by
+	// [Source.Backfill] or in a resync's replay: New holds it, Relation
+	// names its table. Apply it as an upsert by key.
 	Snapshot
 	// ResyncEnd closes a resync's replay; the stream goes on with the
 	// changes committed after the position of its Cursor.
@@ -112,8 +113,8 @@ type Event struct {
 	CommitTime time.Time
 	// TxEnd is true on the last event of its transaction: a consumer that
 	// ends a batch where TxEnd is set never splits a source transaction.
-	// A non-transactional Message, and the last Snapshot row of a table,
-	// have it too.
+	// A non-transactional Message, and the last Snapshot row of a chunk
+	// (see [WithSnapshot]), have it too.
 	TxEnd bool
 	// Prefix is a Message's prefix.
 	Prefix string

@@ -230,9 +230,9 @@ func consumeUntilSentinel(t testing.TB, src *cdc.Source, store cursor.Store[cdc.
 }
 
 func TestSnapshotWithWritersAndRestarts(t *testing.T) {
-	rows, kills, writers, maxPiece := 3000, 0, 4, 700
+	rows, kills, writers, maxPiece, pieces := 3000, 0, 4, 700, 6
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
-		rows, writers, maxPiece = 200000, 8, 30000
+		rows, writers, maxPiece, pieces = 200000, 8, 20000, 20
 	}
 	dsn := newDB(t)
 	slot := snapSetup(t, dsn, rows)
@@ -247,7 +247,7 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	// Pieces while the writers run, then the writers stop and a sentinel
 	// marks the end.
-	for range 6 {
+	for range pieces {
 		r, err := cdc.NewResumer(src, store, stream.WithHooks(stream.Hooks[cdc.Cursor]{OnDisconnect: func(e stream.DisconnectEvent[cdc.Cursor]) { t.Log(e.Err) }}))
 		if err != nil {
 			t.Fatal(err)
@@ -286,9 +286,9 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 }
 
 func TestBackfillWithWritersAndRestarts(t *testing.T) {
-	rows, writers, maxPiece := 3000, 4, 700
+	rows, writers, maxPiece, pieces := 3000, 4, 700, 4
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
-		rows, writers, maxPiece = 200000, 8, 30000
+		rows, writers, maxPiece, pieces = 200000, 8, 20000, 20
 	}
 	dsn := newDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
@@ -329,13 +329,13 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 	if err := src.Backfill(ctxFor(t), "public.pairs"); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 4 {
+	for i := range pieces {
 		piece(i)
 	}
 	cancel()
 	wg.Wait()
 	replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
-	pieces := consumeUntilSentinel(t, src, store, rp, rng, maxPiece)
+	tail := consumeUntilSentinel(t, src, store, rp, rng, maxPiece)
 	want := tableRows(t, dsn, "items", "pairs")
 	got := map[string]map[string]string{}
 	maps.Copy(got, rp.rows)
@@ -343,7 +343,7 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("replica (-table +replica):\n%s", diff)
 	}
-	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, pieces+7)
+	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, tail+3+pieces)
 }
 
 func TestSnapshotTableWithoutKey(t *testing.T) {
