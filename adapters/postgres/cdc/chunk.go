@@ -286,6 +286,10 @@ func (c *conn) nextTable() {
 	w.prog.Tables = w.prog.Tables[1:]
 	w.prog.After = nil
 	w.text = w.prog.encode()
+	if len(w.prog.Tables) == 0 && w.side != nil { // done: until the next backfill
+		closeQuietly(context.Background(), w.side)
+		w.side = nil
+	}
 }
 
 // observe drops the rows of the chunk in flight that a change the stream
@@ -301,6 +305,7 @@ func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
 		clear(k.rows)
 		return
 	}
+	found := false
 	for _, t := range []*pglogrepl.TupleData{old, new} {
 		if t == nil {
 			continue
@@ -317,9 +322,14 @@ func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
 		if kv == nil {
 			continue
 		}
+		found = true
 		if i, ok := k.keyAt[keyOf(kv)]; ok {
 			k.rows[i] = nil
 		}
+	}
+	if !found { // the key was not sent (a TOASTed key left unchanged): read the chunk again
+		clear(k.rows)
+		k.redo = true
 	}
 }
 
@@ -371,6 +381,9 @@ func (c *conn) chunkRow() (ev Event, ok bool) {
 			LSN: k.at.LSN, Index: k.at.Index, TxEnd: last, Cursor: c.cursor(pos)}, true
 	}
 	w.chunk = nil
+	if k.redo {
+		return Event{}, false
+	}
 	w.prog.After = k.last
 	if !k.more {
 		c.nextTable()

@@ -147,12 +147,12 @@ type table struct {
 // the row of its key; at W every transaction S sees has been delivered, so
 // the rows left are no older than anything delivered for their keys.
 type chunk struct {
-	seq   int
 	tab   *table
 	rows  [][]*pglogrepl.TupleDataColumn // nil: dropped
 	keyAt map[string]int                 // key (see keyOf) → row
 	last  []string                       // key of the last row read
 	more  bool                           // the chunk was full: rows may follow
+	redo  bool                           // a change of an unknown key: read the chunk again
 
 	xmax uint32   // S's xmax: xids from it are not seen by S
 	xip  []uint32 // the xids S sees as running
