@@ -29,6 +29,15 @@ type snapWork struct {
 	nrecent int
 	retryAt time.Time
 	retries int
+
+	// Reading the snapshot the slot exported (see useImport).
+	export   bool
+	at       pglogrepl.LSN // the slot's consistent point
+	declared bool          // the table's cursor is open
+	rows     [][]*pglogrepl.TupleDataColumn
+	next     int       // the next of rows to deliver
+	row      int       // rows delivered
+	status   time.Time // the last status update sent while reading
 }
 
 // noteCommit records that the stream read the commit of xid.

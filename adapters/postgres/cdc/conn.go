@@ -118,6 +118,13 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
+		if c.snap.export {
+			ev, ok, err := c.exportRow(ctx)
+			if err != nil || ok {
+				return ev, err
+			}
+			continue
+		}
 		if !c.inTx && !c.isAhead && len(c.trunc) == 0 && c.snap.chunk == nil {
 			if err := c.idleWork(ctx); err != nil {
 				return Event{}, err

@@ -24,15 +24,16 @@ const defaultChunkRows = 10000
 const maxChunkRetry = time.Second
 
 // WithSnapshot makes a stream's first start (a zero cursor) deliver every
-// row of every table the publication publishes, as [Snapshot] events, before
-// and interleaved with the changes committed since the slot's creation; the
-// snapshot resumes where it stopped after a crash. Rows are read in chunks of
-// chunkRows rows in key order (10000 when chunkRows is 0; a negative value
-// makes NewSource fail), and a chunk row that a change the stream delivers
-// is newer than is never delivered after it: applied as upserts, snapshot
-// rows and changes end equal to the tables. Every published table needs a
-// primary key or a replica identity index. See docs/postgres.md for how it
-// works and what it costs.
+// row of every table the publication publishes, as [Snapshot] events, then
+// the changes committed since. A slot it creates exports its snapshot, and
+// the rows are read as of the slot's start, in key order, chunkRows at a
+// time (10000 when chunkRows is 0; a negative value makes NewSource fail).
+// Killed half-way, or with a slot that existed, the snapshot resumes from
+// its cursor's key in chunks interleaved with the changes, where a chunk
+// row that a delivered change is newer than is never delivered after it:
+// applied as upserts, snapshot rows and changes end equal to the tables.
+// Every published table needs a primary key or a replica identity index.
+// See docs/postgres.md for how it works and what it costs.
 func WithSnapshot(chunkRows int) SourceOption {
 	return sourceOption(func(s *Source) {
 		s.snapshot = true

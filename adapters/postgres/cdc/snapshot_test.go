@@ -369,6 +369,9 @@ func TestSnapshotTableWithoutKey(t *testing.T) {
 func TestSnapshotTableDropped(t *testing.T) {
 	dsn := newDB(t)
 	slot := snapSetupPub(t, dsn, 50, "CREATE PUBLICATION pub FOR TABLE items, pairs")
+	// A slot that exists: the snapshot is read in chunks (the snapshot a
+	// new slot exports holds its tables until it has read them all).
+	replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
 	if err != nil {
 		t.Fatal(err)
@@ -406,5 +409,65 @@ func TestSnapshotTableDropped(t *testing.T) {
 	}
 	if diff := cmp.Diff(tableRows(t, dsn, "pairs")["public.pairs"], rp.rows["public.pairs"]); diff != "" {
 		t.Errorf("pairs (-table +replica):\n%s", diff)
+	}
+}
+
+func TestSnapshotExportedOnce(t *testing.T) {
+	const rows = 2000
+	dsn := newDB(t)
+	slot := snapSetup(t, dsn, rows)
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	wg := churn(ctx, t, dsn, 2, rows)
+	rp := newReplica()
+	store := cursor.NewMemory(cdc.Cursor{})
+	seen := map[string]bool{}
+	var at []string
+	changes := 0
+	r, err := cdc.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+		rp.apply(ev)
+		switch {
+		case ev.Op == cdc.Snapshot:
+			if changes > 0 {
+				t.Fatalf("snapshot row %v after %d changes", ev.Cursor, changes)
+			}
+			k, _ := rowText(ev.New)
+			if seen[ev.Relation+k] {
+				t.Fatalf("snapshot row %s %s twice", ev.Relation, k)
+			}
+			seen[ev.Relation+k] = true
+			if ev.Index != -1 || (len(at) > 0 && at[0] != ev.LSN.String()) {
+				t.Fatalf("snapshot row at %v #%d, want every row at the slot's consistent point", ev.LSN, ev.Index)
+			}
+			at = append(at[:0], ev.LSN.String())
+		default:
+			if changes++; changes == 500 {
+				return stream.ErrStop
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	wg.Wait()
+	if len(seen) < rows {
+		t.Fatalf("%d snapshot rows, want at least %d", len(seen), rows)
+	}
+	replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
+	consumeUntilSentinel(t, src, store, rp, rand.New(rand.NewPCG(9, 9)), 1<<30)
+	got := map[string]map[string]string{}
+	maps.Copy(got, rp.rows)
+	delete(got, "public.sentinel")
+	if diff := cmp.Diff(tableRows(t, dsn, "items", "pairs"), got); diff != "" {
+		t.Fatalf("replica (-table +replica):\n%s", diff)
 	}
 }

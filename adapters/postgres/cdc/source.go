@@ -323,6 +323,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
+	var imp *imported // the slot's snapshot, when WithSnapshot created it
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
 		return nil, err
@@ -350,9 +351,10 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	}
 	switch {
 	case !found && after.fresh():
-		if err := s.createSlot(ctx, pg); err != nil {
+		if imp, err = s.createSlotImporting(ctx, pg); err != nil {
 			return nil, err
 		}
+		defer imp.close(ctx)
 		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
 			return nil, err
 		}
@@ -366,6 +368,9 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	c, err := newConn(s, pg, id, after)
 	if err != nil {
 		return nil, errclass.Permanent(err)
+	}
+	if imp != nil {
+		c.useImport(imp)
 	}
 	if err := c.sendStatus(); err != nil {
 		return nil, err
