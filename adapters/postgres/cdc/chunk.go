@@ -32,12 +32,16 @@ type snapWork struct {
 
 	// Reading the snapshot the slot exported (see useImport).
 	export   bool
-	at       pglogrepl.LSN // the slot's consistent point
-	declared bool          // the table's cursor is open
+	at       pglogrepl.LSN             // the slot's consistent point
+	declared bool                      // the table's cursor is open
+	eof      bool                      // the table's last rows were fetched
+	ahead    *pgconn.MultiResultReader // the FETCH sent before its rows are needed
 	rows     [][]*pglogrepl.TupleDataColumn
 	next     int       // the next of rows to deliver
 	row      int       // rows delivered
 	status   time.Time // the last status update sent while reading
+	prefix   string    // prog.prefix() of the table being read
+	arena    int       // the size of the last FETCH's values
 }
 
 // noteCommit records that the stream read the commit of xid.
@@ -230,13 +234,7 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: len(rows) == c.src.chunkRows, keyAt: make(map[string]int, len(rows))}
 	keyIdx := tab.keyIndex()
 	for _, vals := range rows {
-		row := make([]*pglogrepl.TupleDataColumn, len(vals))
-		for i, v := range vals {
-			row[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
-			if v == nil {
-				row[i].DataType = pglogrepl.TupleDataTypeNull
-			}
-		}
+		row := textRow(vals)
 		kv := make([][]byte, len(keyIdx))
 		for i, j := range keyIdx {
 			kv[i] = vals[j]

@@ -49,6 +49,12 @@ func TestProgressEncoding(t *testing.T) {
 	if diff := cmp.Diff(p, got); diff != "" {
 		t.Fatalf("decode(encode(p)) (-want +got):\n%s", diff)
 	}
+	row := textRow([][]byte{[]byte("x\x00y"), nil, []byte(`1"`)})
+	at := progressAt(p.prefix(), row, []int{0, 2})
+	want := progress{Tables: p.Tables, After: []string{"x\x00y", `1"`}}.encode()
+	if at != want {
+		t.Fatalf("progressAt = %s, want %s", at, want)
+	}
 	if (progress{}).encode() != "" {
 		t.Fatal("an empty progress encodes as non-empty")
 	}

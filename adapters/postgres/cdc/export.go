@@ -85,14 +85,16 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 		return Event{}, false, nil
 	}
 	if w.next >= len(w.rows) {
-		if err := c.fetch(ctx); err != nil {
-			return Event{}, false, err
+		if !w.eof {
+			if err := c.fetch(ctx); err != nil {
+				return Event{}, false, err
+			}
 		}
-		if len(w.rows) == 0 {
+		if len(w.rows) == 0 || w.eof && w.next >= len(w.rows) {
 			if _, err := w.side.Exec(ctx, "CLOSE resumable_snapshot").ReadAll(); err != nil {
 				return Event{}, false, classify(fmt.Errorf("cdc: snapshot: %w", err))
 			}
-			w.declared = false
+			w.declared, w.eof, w.rows, w.next = false, false, w.rows[:0], 0
 			c.nextTable()
 			if len(w.prog.Tables) == 0 {
 				c.endExport()
@@ -102,7 +104,7 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	}
 	// The server ends a replication connection that says nothing for
 	// wal_sender_timeout: tell it where the stream is while rows go out.
-	if time.Since(w.status) >= c.src.interval {
+	if w.row%1024 == 0 && time.Since(w.status) >= c.src.interval {
 		if err := c.sendStatus(); err != nil {
 			return Event{}, false, err
 		}
@@ -110,11 +112,7 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	}
 	row, tab := w.rows[w.next], w.tabs[w.prog.Tables[0]]
 	w.next++
-	w.prog.After = w.prog.After[:0:0]
-	for _, j := range tab.keyIndex() {
-		w.prog.After = append(w.prog.After, string(row[j].Data))
-	}
-	w.text = w.prog.encode()
+	w.text = progressAt(w.prefix, row, tab.keyIdx)
 	w.row++
 	pos := Cursor{LSN: w.at, Index: -1, Row: w.row}
 	c.last = pos
@@ -158,25 +156,86 @@ func (c *conn) fetch(ctx context.Context) error {
 		}
 		w.declared = true
 	}
-	rows, err := query(ctx, w.side, "FETCH FORWARD "+strconv.Itoa(c.src.chunkRows)+" FROM resumable_snapshot")
+	// The next FETCH is sent before the rows of this one are delivered, so
+	// that the server reads while the handler works.
+	fetch := "FETCH FORWARD " + strconv.Itoa(c.src.chunkRows) + " FROM resumable_snapshot"
+	if w.ahead == nil {
+		w.ahead = w.side.Exec(ctx, fetch)
+	}
+	rows, err := readRows(w.ahead, &w.arena)
+	w.ahead = nil
 	if err != nil {
 		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 	}
-	w.rows, w.next = w.rows[:0], 0
-	for _, vals := range rows {
-		w.rows = append(w.rows, textRow(vals))
+	w.eof = len(rows) < c.src.chunkRows
+	if !w.eof {
+		w.ahead = w.side.Exec(ctx, fetch)
 	}
+	w.rows, w.next = rows, 0
+	w.prefix = w.prog.prefix()
 	return nil
+}
+
+// readRows reads the rows of a query's results as tuples' columns, all in
+// a few allocations: the rows of one FETCH share their memory.
+// sizeHint is the size of the previous FETCH's values.
+func readRows(mrr *pgconn.MultiResultReader, sizeHint *int) ([][]*pglogrepl.TupleDataColumn, error) {
+	type span struct{ off, n int }
+	arena := make([]byte, 0, *sizeHint+*sizeHint/8)
+	var spans []span
+	ncols := 0
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		for rr.NextRow() {
+			vals := rr.Values()
+			ncols = len(vals)
+			for _, v := range vals {
+				if v == nil {
+					spans = append(spans, span{off: -1})
+					continue
+				}
+				spans = append(spans, span{off: len(arena), n: len(v)})
+				arena = append(arena, v...)
+			}
+		}
+		if _, err := rr.Close(); err != nil {
+			_ = mrr.Close()
+			return nil, err
+		}
+	}
+	if err := mrr.Close(); err != nil {
+		return nil, err
+	}
+	*sizeHint = len(arena)
+	if ncols == 0 {
+		return nil, nil
+	}
+	data := make([]pglogrepl.TupleDataColumn, len(spans))
+	ptrs := make([]*pglogrepl.TupleDataColumn, len(spans))
+	for i, sp := range spans {
+		data[i].DataType = pglogrepl.TupleDataTypeNull
+		if sp.off >= 0 {
+			data[i] = pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: arena[sp.off : sp.off+sp.n : sp.off+sp.n]}
+		}
+		ptrs[i] = &data[i]
+	}
+	rows := make([][]*pglogrepl.TupleDataColumn, len(spans)/ncols)
+	for r := range rows {
+		rows[r] = ptrs[r*ncols : (r+1)*ncols : (r+1)*ncols]
+	}
+	return rows, nil
 }
 
 // textRow makes a tuple's columns of a row of text values.
 func textRow(vals [][]byte) []*pglogrepl.TupleDataColumn {
 	cols := make([]*pglogrepl.TupleDataColumn, len(vals))
+	data := make([]pglogrepl.TupleDataColumn, len(vals))
 	for i, v := range vals {
-		cols[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
+		data[i] = pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
 		if v == nil {
-			cols[i].DataType = pglogrepl.TupleDataTypeNull
+			data[i].DataType = pglogrepl.TupleDataTypeNull
 		}
+		cols[i] = &data[i]
 	}
 	return cols
 }
@@ -184,9 +243,31 @@ func textRow(vals [][]byte) []*pglogrepl.TupleDataColumn {
 // endExport ends the imported snapshot's transaction.
 func (c *conn) endExport() {
 	w := &c.snap
-	w.export, w.rows, w.next = false, nil, 0
+	w.export, w.rows, w.next, w.ahead = false, nil, 0, nil
 	if w.side != nil {
 		closeQuietly(context.Background(), w.side)
 		w.side = nil
 	}
+}
+
+// progressAt returns the encoded progress whose tables are those of prefix
+// (see progress.prefix) and whose key is row's: what progress.encode
+// returns, in one allocation.
+func progressAt(prefix string, row []*pglogrepl.TupleDataColumn, keyIdx []int) string {
+	var b strings.Builder
+	n := len(prefix) + 3
+	for _, j := range keyIdx {
+		n += len(row[j].Data) + 3
+	}
+	b.Grow(n + 8)
+	var buf [64]byte
+	b.WriteString(prefix)
+	for i, j := range keyIdx {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(appendJSONText(buf[:0], row[j].Data))
+	}
+	b.WriteString("]}")
+	return b.String()
 }

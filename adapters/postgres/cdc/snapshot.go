@@ -112,11 +112,56 @@ func (p progress) encode() string {
 	if len(p.Tables) == 0 {
 		return ""
 	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		panic(err) // strings only
+	// As json.Marshal writes it, without its reflection: once per row.
+	b := make([]byte, 0, 64)
+	b = append(b, `{"t":[`...)
+	for i, t := range p.Tables {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONText(b, t[0])
+		b = append(b, ',')
+		b = appendJSONText(b, t[1])
+		b = append(b, ']')
 	}
-	return string(b)
+	b = append(b, ']')
+	if len(p.After) > 0 {
+		b = append(b, `,"k":[`...)
+		for i, k := range p.After {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONText(b, k)
+		}
+		b = append(b, ']')
+	}
+	return string(append(b, '}'))
+}
+
+// prefix returns the encoding of p up to its key's first value: a key is
+// appended to it by progressAt.
+func (p progress) prefix() string {
+	q := progress{Tables: p.Tables, After: []string{""}}
+	s := q.encode()
+	return s[:len(s)-len(`""]}`)]
+}
+
+// appendJSONText appends s as a JSON string.
+func appendJSONText[S ~string | ~[]byte](b []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // decodeProgress reads a Cursor's Snapshot.
@@ -136,10 +181,11 @@ func (p progress) has(t tableName) bool { return slices.Contains(p.Tables, t) }
 
 // table is what a chunk needs to know of a table.
 type table struct {
-	name tableName
-	cols []string // the published columns, in order
-	keys []string // the key columns, in key order
-	rel  *relation
+	name   tableName
+	cols   []string // the published columns, in order
+	keys   []string // the key columns, in key order
+	keyIdx []int    // the positions of the key columns among cols
+	rel    *relation
 }
 
 // chunk is a chunk of rows read at a snapshot S and waiting for the
@@ -265,6 +311,7 @@ func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (
 	if len(tab.keys) == 0 || len(tab.keys) != len(keyAt) {
 		return nil, fmt.Errorf("table %s has no primary key or replica identity index among its published columns: %w", t, ErrInvalid)
 	}
+	tab.keyIdx = tab.keyIndex()
 	return tab, nil
 }
 
