@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	osexec "os/exec"
 	"runtime"
 	"testing"
 
@@ -161,3 +162,67 @@ func BenchmarkReplTyped(b *testing.B) {
 }
 
 var sinkBytes int
+
+// BenchmarkReplVsRecvlogical reads the same changes through the Source
+// (under a Resumer) and through pg_recvlogical (PostgreSQL's C client,
+// pgoutput, --endpos, output to /dev/null), each from its own copy of one
+// slot, in the same run: 20,000 changes in single-row transactions and in
+// transactions of 1,000 rows; compare the events/s.
+func BenchmarkReplVsRecvlogical(b *testing.B) {
+	const bin = "/usr/lib/postgresql/15/bin/pg_recvlogical"
+	if _, err := os.Stat(bin); err != nil {
+		b.Skip(bin, ": ", err)
+	}
+	const rows = 20_000
+	for _, perTx := range []int{1, 1000} {
+		dsn, slot := benchSlot(b, rows, perTx)
+		end := currentLSN(b, dsn)
+		copies := 0
+		fresh := func() string { // a copy of the slot, never confirmed
+			copies++
+			c := fmt.Sprintf("%s_c%d", slot, copies)
+			replExec(b, dsn, "SELECT pg_copy_logical_replication_slot('"+slot+"', '"+c+"')")
+			return c
+		}
+		read := map[string]func(c string){
+			"source": func(c string) { sourceRead(b, dsn, c, rows, nil) },
+			"pg_recvlogical": func(c string) {
+				cmd := osexec.Command(bin, "-d", dsn, "-S", c, "--start", "--no-loop", "-E", end,
+					"-o", "proto_version=1", "-o", "publication_names=pub", "-f", "/dev/null")
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("pg_recvlogical: %v\n%s", err, out)
+				}
+			},
+		}
+		for _, name := range []string{"source", "pg_recvlogical", "source", "pg_recvlogical"} {
+			b.Run(fmt.Sprintf("tx%d/%s", perTx, name), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					c := fresh()
+					b.StartTimer()
+					read[name](c)
+					b.StopTimer()
+					awaitInactive(b, dsn, c)
+					replExec(b, dsn, "SELECT pg_drop_replication_slot('"+c+"')")
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// currentLSN returns the server's current WAL position.
+func currentLSN(b *testing.B, dsn string) string {
+	conn, err := pgconn.Connect(ctxFor(b), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(ctxFor(b), "SELECT pg_current_wal_lsn()::text").ReadAll()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(res[0].Rows[0][0])
+}
