@@ -13,6 +13,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/wait"
 )
 
 // Transactional returns a handler for stream.Resumer.Run that makes each
@@ -85,7 +86,7 @@ func transact[T, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 			if !ok {
 				return fmt.Errorf("postgres: the transaction of stream %q failed %d times: %w", s.name, attempts, err)
 			}
-			wait(ctx, d)
+			_ = wait.Sleep(ctx, d) // ctx's end is checked below
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("postgres: retrying the transaction of stream %q after %v: %w", s.name, err, ctx.Err())
@@ -164,14 +165,4 @@ func retryable(err error, connLost bool) bool {
 	}
 	var connect *pgconn.ConnectError
 	return connLost || errors.As(err, &connect) || pgconn.SafeToRetry(err)
-}
-
-// wait waits d, or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -113,6 +113,9 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	format := fs.String("format", "text", "the output: text (handled lines) or json (one object per row)")
 	fs.Var((*tables)(&cfg.backfill), "backfill", "backfill this table while streaming (repeatable)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h: the usage was printed, and asked for
+			return nil
+		}
 		return err
 	}
 	switch *format {

@@ -384,7 +384,7 @@ func (c *conn) chunkRow() (ev Event, ok bool) {
 				break
 			}
 		}
-		return Event{Op: Snapshot, Relation: k.tab.rel.name, New: Tuple{names: k.tab.rel.names, cols: row, rel: k.tab.rel},
+		return Event{Op: Snapshot, Relation: k.tab.rel.name, New: Tuple{names: k.tab.rel.names, key: k.tab.rel.key, cols: row, rel: k.tab.rel},
 			LSN: k.at.LSN, Index: k.at.Index, TxEnd: last, Cursor: c.cursor(pos)}, true
 	}
 	w.chunk = nil

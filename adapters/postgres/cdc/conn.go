@@ -24,10 +24,9 @@ var errServerEnded = errors.New("cdc: the server ended the replication stream")
 type relation struct {
 	name  string   // schema.name
 	names []string // column names, in order
+	key   []bool   // whether each column is part of the replica identity's key
 	oids  []uint32 // column type OIDs
 	mods  []int32  // column type modifiers (atttypmod)
-	keys  []bool   // columns of the replica identity
-	full  bool     // REPLICA IDENTITY FULL: an old row is whole
 }
 
 // conn is one replication connection. Recv and Close share mu: Close takes
@@ -236,11 +235,11 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 	case *pglogrepl.LogicalDecodingMessage:
 		return c.logicalMessage(m)
 	case *pglogrepl.InsertMessage:
-		return c.change(Insert, m.RelationID, nil, m.Tuple)
+		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
 	case *pglogrepl.UpdateMessage:
-		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple)
+		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple, m.OldTupleType)
 	case *pglogrepl.DeleteMessage:
-		return c.change(Delete, m.RelationID, m.OldTuple, nil)
+		return c.change(Delete, m.RelationID, m.OldTuple, nil, m.OldTupleType)
 	case *pglogrepl.TruncateMessage:
 		c.trunc = append(c.trunc[:0], m.RelationIDs...)
 		return c.truncated()
@@ -252,12 +251,14 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 func (c *conn) truncated() (Event, bool, error) {
 	id := c.trunc[0]
 	c.trunc = c.trunc[1:]
-	return c.change(Truncate, id, nil, nil)
+	return c.change(Truncate, id, nil, nil, 0)
 }
 
 // change numbers a change within its transaction and makes its event,
 // unless the cursor the connection was opened after covers it.
-func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, bool, error) {
+// oldType is 'K' when old holds the replica identity's key only (its
+// other columns are not sent), 'O' when it is the whole old row.
+func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType uint8) (Event, bool, error) {
 	if !c.inTx {
 		return Event{}, false, c.protocolError("a %v outside a transaction", op)
 	}
@@ -274,11 +275,11 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData) (Event, 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, cols: old.Columns, rel: r, old: true}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns, rel: r}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, cols: new.Columns, rel: r}
-		if old != nil {
+		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns, rel: r}
+		if old != nil && oldType != 'K' {
 			fillUnchanged(new.Columns, old.Columns)
 		}
 	}

@@ -484,3 +484,11 @@ func pgBin() string {
 	}
 	return pgtest.DefaultBin
 }
+
+// TestExampleHelp: -h prints the flags and exits 0.
+func TestExampleHelp(t *testing.T) {
+	out, err := osexec.Command(exampleBin(t), "-h").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-publication") {
+		t.Fatalf("pgexample -h = %v\n%s\nwant exit 0 and the flags", err, out)
+	}
+}

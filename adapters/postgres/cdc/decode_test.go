@@ -41,8 +41,12 @@ func relationMsg(id uint32, schema, table string, cols ...string) []byte {
 	b = append(append(b, table...), 0)
 	b = append(b, 'd')
 	b = binary.BigEndian.AppendUint16(b, uint16(len(cols)))
-	for _, c := range cols {
-		b = append(b, 0)
+	for i, c := range cols {
+		flags := byte(0)
+		if i == 0 {
+			flags = 1 // the first column is the key
+		}
+		b = append(b, flags)
 		b = append(append(b, c...), 0)
 		b = binary.BigEndian.AppendUint32(b, 25) // text
 		b = binary.BigEndian.AppendUint32(b, 0xFFFFFFFF)

@@ -127,25 +127,37 @@ type Event struct {
 // Tuple is a row of a change, in the table's column order, with the values
 // in PostgreSQL's text format. The zero Tuple has no columns.
 type Tuple struct {
-	names []string // the relation's column names, shared by its events
-	cols  []*pglogrepl.TupleDataColumn
-	rel   *relation // the relation's column types and key flags; nil: unknown
-	old   bool      // an old row: with a replica identity not FULL, only its key
+	names   []string // the relation's column names, shared by its events
+	key     []bool   // whether each column is part of the replica identity's key, shared
+	keyOnly bool     // an old tuple of the key only: the other columns were not sent
+	cols    []*pglogrepl.TupleDataColumn
+	rel     *relation // the relation's column types; nil: unknown
 }
 
 // Len returns the number of columns the server sent.
 func (t Tuple) Len() int { return len(t.cols) }
 
 // Column returns the name and the text value of column i (0 ≤ i < Len), and
-// its kind: 't' for a value, 'n' for NULL, 'u' for a TOASTed value the
-// update left unchanged (the server does not send it).
+// its kind: 't' for a value, 'n' for NULL, 'u' for a value the server did
+// not send: a TOASTed value the update left unchanged, or, in an Old tuple
+// of the replica identity's key (REPLICA IDENTITY DEFAULT or USING INDEX),
+// a column outside the key.
 func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 	c := t.cols[i]
 	if i < len(t.names) {
 		name = t.names[i]
 	}
+	if t.keyOnly && !t.Key(i) {
+		return name, nil, pglogrepl.TupleDataTypeToast
+	}
 	return name, c.Data, c.DataType
 }
+
+// Key reports whether column i is part of the table's replica identity:
+// its primary key under REPLICA IDENTITY DEFAULT, the index's columns
+// under USING INDEX, every column under FULL. Snapshot rows of WithSnapshot
+// and Backfill mark the key they were read by; those of Resync mark none.
+func (t Tuple) Key(i int) bool { return i < len(t.key) && t.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
 // the tuple has no such column, or its value is NULL or was not sent (an
@@ -154,9 +166,8 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 func (t Tuple) Get(name string) (value []byte, ok bool) {
 	for i, n := range t.names {
 		if n == name && i < len(t.cols) {
-			c := t.cols[i]
-			if c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary {
-				return c.Data, true
+			if _, v, kind := t.Column(i); kind == pglogrepl.TupleDataTypeText || kind == pglogrepl.TupleDataTypeBinary {
+				return v, true
 			}
 			return nil, false
 		}

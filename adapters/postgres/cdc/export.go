@@ -116,7 +116,7 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	w.row++
 	pos := Cursor{LSN: w.at, Index: -1, Row: w.row}
 	c.last = pos
-	return Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{names: tab.rel.names, cols: row, rel: tab.rel},
+	return Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{names: tab.rel.names, key: tab.rel.key, cols: row, rel: tab.rel},
 		LSN: w.at, Index: -1, TxEnd: w.next == len(w.rows), Cursor: c.cursor(pos)}, true, nil
 }
 

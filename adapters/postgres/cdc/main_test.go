@@ -2,6 +2,7 @@ package cdc_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envRelay) != "" { // a relay process of TestStandbyKill
+		os.Exit(relayMain())
+	}
 	goleak.VerifyTestMain(pgtest.Main(m))
 }
 

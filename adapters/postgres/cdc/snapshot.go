@@ -296,7 +296,7 @@ func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (
 		tab.rel.names = append(tab.rel.names, name)
 		tab.rel.oids = append(tab.rel.oids, uint32(oid))
 		tab.rel.mods = append(tab.rel.mods, int32(mod))
-		tab.rel.keys = append(tab.rel.keys, pos > 0)
+		tab.rel.key = append(tab.rel.key, pos > 0)
 		if pos > 0 {
 			keyAt[pos] = name
 		}

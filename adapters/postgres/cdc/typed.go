@@ -27,11 +27,10 @@ func newRelation(m *pglogrepl.RelationMessage) *relation {
 		names: make([]string, n),
 		oids:  make([]uint32, n),
 		mods:  make([]int32, n),
-		keys:  make([]bool, n),
-		full:  m.ReplicaIdentity == 'f',
+		key:   make([]bool, n),
 	}
 	for i, col := range m.Columns {
-		r.names[i], r.oids[i], r.mods[i], r.keys[i] = col.Name, col.DataType, col.TypeModifier, col.Flags&1 != 0
+		r.names[i], r.oids[i], r.mods[i], r.key[i] = col.Name, col.DataType, col.TypeModifier, col.Flags&1 != 0
 	}
 	return r
 }
@@ -60,24 +59,19 @@ func (t Tuple) Type(i int) (oid uint32, modifier int32) {
 	return t.rel.oids[i], t.rel.mods[i]
 }
 
-// Key reports whether column i (0 ≤ i < Len) belongs to the table's
-// replica identity: its primary key, or the index of REPLICA IDENTITY
-// USING INDEX (every column with REPLICA IDENTITY FULL).
-func (t Tuple) Key(i int) bool {
-	return t.rel != nil && i < len(t.rel.keys) && t.rel.keys[i]
-}
-
 // Value returns column i (0 ≤ i < Len) decoded to a Go value by its type,
 // as pgx decodes a query's result: int32 or int64 for integers,
 // pgtype.Numeric for numeric, time.Time for timestamps and dates, the
 // unmarshalled value for json and jsonb, [16]byte for uuid, []byte for
 // bytea, []any for arrays, and so on; a type pgx does not know (an enum, a
 // domain of an extension) as its text, a string. NULL is nil, and an
-// unchanged TOASTed value not sent is [Unchanged]. The error reports text
+// unchanged TOASTed value not sent (or a column outside the key of a
+// key-only old tuple) is [Unchanged]. The error reports text
 // the type's decoder refuses.
 func (t Tuple) Value(i int) (any, error) {
 	c := t.cols[i]
-	switch c.DataType {
+	_, _, kind := t.Column(i)
+	switch kind {
 	case pglogrepl.TupleDataTypeNull:
 		return nil, nil
 	case pglogrepl.TupleDataTypeToast:
@@ -121,7 +115,7 @@ func (t Tuple) appendJSON(buf []byte) ([]byte, error) {
 	buf = append(buf, '{')
 	first := true
 	for i, c := range t.cols {
-		if t.old && t.rel != nil && !t.rel.full && !t.Key(i) {
+		if t.keyOnly && !t.Key(i) {
 			continue // not sent: outside the replica identity
 		}
 		name, _, _ := t.Column(i)

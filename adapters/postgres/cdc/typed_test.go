@@ -56,6 +56,13 @@ func messageMsg(transactional bool, at pglogrepl.LSN, prefix, content string) []
 	return append(b, content...)
 }
 
+// updateFullMsg is an update with the whole old row (REPLICA IDENTITY FULL).
+func updateFullMsg(rel uint32, old []any, values ...any) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{'U'}, rel)
+	b = append(append(b, 'O'), tuple(old...)...)
+	return append(append(b, 'N'), tuple(values...)...)
+}
+
 // events feeds msgs to c and returns the events delivered.
 func events(t *testing.T, c *conn, msgs ...[]byte) []Event {
 	t.Helper()
@@ -184,7 +191,7 @@ func TestTupleTyped(t *testing.T) {
 			column{name: "ok", oid: pgtype.BoolOID},
 		)),
 		xlog(1, beginMsg(0x20, 1)),
-		xlog(1, updateMsg(1,
+		xlog(1, updateFullMsg(1,
 			[]any{"7", "1.50", `{"a": 1}`, "2026-01-02 03:04:05+00", "{x,y}", "red", "big", nil, "t"},
 			"7", "1.50", `{"a": 1}`, "2026-01-02 03:04:05+00", "{x,y}", "red", byte('u'), nil, "f")),
 		xlog(1, commitMsg(0x20)),
