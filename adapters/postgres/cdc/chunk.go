@@ -127,7 +127,7 @@ func (c *conn) readChunk(ctx context.Context) error {
 		var err error
 		tab, err = c.src.describe(ctx, w.side, t)
 		switch {
-		case errors.Is(err, errNoTable):
+		case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
 			c.nextTable()
 			return nil
 		case errors.Is(err, ErrInvalid):

@@ -259,6 +259,10 @@ func resolveTable(ctx context.Context, pg *pgconn.PgConn, name string) (tableNam
 // errNoTable is the failure of describe for a table that no longer exists.
 var errNoTable = errors.New("cdc: no such table")
 
+// errNotPublished is the failure of describe for a table the publication
+// does not publish (any longer).
+var errNotPublished = fmt.Errorf("not published: %w", ErrInvalid)
+
 // describe reads what a chunk needs to know of t: its published columns and
 // its key. It fails with an error matching ErrInvalid when t is not
 // published or has no key, and errNoTable when it is gone.
@@ -283,7 +287,7 @@ func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (
 		if len(exists) == 0 {
 			return nil, fmt.Errorf("%s: %w", t, errNoTable)
 		}
-		return nil, fmt.Errorf("table %s is not published by %q: %w", t, s.pub, ErrInvalid)
+		return nil, fmt.Errorf("table %s, publication %q: %w", t, s.pub, errNotPublished)
 	}
 	tab := &table{name: t, rel: &relation{name: t.String()}}
 	keyAt := map[int]string{}
