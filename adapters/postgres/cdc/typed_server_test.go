@@ -1,6 +1,8 @@
 package cdc_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -8,6 +10,8 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/stream"
 )
 
 func TestReplTypedValuesAndMessages(t *testing.T) {
@@ -100,5 +104,60 @@ func TestReplTypedValuesAndMessages(t *testing.T) {
 	big, err := got[2].New.Value(9)
 	if s, ok := big.(string); err != nil || !ok || len(s) != 96000 {
 		t.Errorf("unchanged TOASTed value = %T, %v; want the old row's string", big, err)
+	}
+}
+
+func TestWithSnapshotInvalid(t *testing.T) {
+	_, err := cdc.NewSource("postgres://u@127.0.0.1:1/db", "s1", "pub", cdc.WithSnapshot(-1))
+	if !errors.Is(err, cdc.ErrInvalid) || !errors.Is(err, stream.ErrInvalidOption) {
+		t.Fatalf("NewSource(WithSnapshot(-1)) = %v, want ErrInvalid", err)
+	}
+}
+
+// A backfill asked for is kept by the Source until the Store holds a
+// cursor taken after the request: a stream that stops before saving one
+// still does it on its next run.
+func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
+	dsn := newDB(t)
+	slot := snapSetupPub(t, dsn, 30, "CREATE PUBLICATION pub FOR TABLE items, pairs")
+	replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := cursor.NewMemory(cdc.Cursor{})
+	// A first run that handles one change and stops.
+	replExec(t, dsn, "INSERT INTO items VALUES (1000, 1)")
+	if _, err := replRun(t, dsn, slot, store, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Backfill(ctxFor(t), "pairs"); err != nil {
+		t.Fatal(err)
+	}
+	// A run whose handler fails at once: nothing saved.
+	r, err := cdc.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := r.Run(ctxFor(t), func(context.Context, cdc.Event) error { return errclass.Permanent(boom) }); !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want boom", err)
+	}
+	// The next run of the same Source delivers the backfill.
+	n := 0
+	r, err = cdc.NewResumer(src, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+		if ev.Op == cdc.Snapshot && ev.Relation == "public.pairs" {
+			if n++; n == 15 {
+				return stream.ErrStop
+			}
+		}
+		return nil
+	})
+	if err != nil || n != 15 {
+		t.Fatalf("Run = %v after %d rows of pairs, want the 15 rows of the backfill", err, n)
 	}
 }
