@@ -192,35 +192,88 @@ func snapSetupPub(t testing.TB, dsn string, rows int, pub string) string {
 	return slot
 }
 
+// killable is a Store that a simulated kill makes refuse every save: the
+// process died, the cursor stays where it was last saved, and the replica
+// has applied events beyond it.
+type killable struct {
+	cursor.Store[cdc.Cursor]
+	dead    atomic.Bool
+	refused atomic.Int64 // saves refused: the kills that lost a cursor
+}
+
+var errKilled = errors.New("killed")
+
+func (k *killable) Save(ctx context.Context, c cdc.Cursor) error {
+	if k.dead.Load() {
+		k.refused.Add(1)
+		return errKilled
+	}
+	return k.Store.Save(ctx, c)
+}
+
+// runPiece runs the stream for stopAt events, applying them to rp, then
+// ends like a kill (nothing saved from then on) or, with clean, a stop.
+func runPiece(t testing.TB, src *cdc.Source, store *killable, rp *replica, stopAt int, clean bool, opts ...stream.Option) error {
+	t.Helper()
+	store.dead.Store(false)
+	r, err := cdc.NewResumer(src, store, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	n := 0
+	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+		rp.apply(ev)
+		if n++; n >= stopAt {
+			if clean {
+				return stream.ErrStop
+			}
+			store.dead.Store(true) // the process dies: nothing more is saved
+			cancel()
+		}
+		return nil
+	})
+	if store.dead.Load() && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // consumeUntilSentinel runs the stream in pieces of random length (each
 // ended by a stop, as a kill and a restart would), applying to rp, until
 // the sentinel row arrived and a cursor with no snapshot under way was
 // committed. It returns the number of pieces.
-func consumeUntilSentinel(t testing.TB, src *cdc.Source, store cursor.Store[cdc.Cursor], rp *replica, rng *rand.Rand, maxPiece int) int {
+func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *replica, rng *rand.Rand, maxPiece int) int {
 	t.Helper()
 	for pieces := 1; ; pieces++ {
 		ctx, cancel := context.WithCancel(ctxFor(t))
 		var done atomic.Bool
 		hooks := stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
-			if rp.sentinel.Load() && e.Cursor.Snapshot == "" {
+			if rp.sentinel.Load() && e.Cursor.Snapshot == "" && !store.dead.Load() {
 				done.Store(true)
 				cancel()
 			}
 		}}
+		store.dead.Store(false)
 		r, err := cdc.NewResumer(src, store, stream.WithHooks(hooks))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, stopAt := 0, rng.IntN(maxPiece)+1
+		n, stopAt, clean := 0, rng.IntN(maxPiece)+1, rng.IntN(2) == 0
 		err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 			rp.apply(ev)
 			if n++; n >= stopAt {
-				return stream.ErrStop
+				if clean {
+					return stream.ErrStop
+				}
+				store.dead.Store(true)
+				cancel()
 			}
 			return nil
 		})
 		cancel()
-		if err != nil && !(done.Load() && errors.Is(err, context.Canceled)) {
+		if err != nil && !((store.dead.Load() || done.Load()) && errors.Is(err, context.Canceled)) {
 			t.Fatal(err)
 		}
 		if done.Load() {
@@ -243,23 +296,12 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	wg := churn(ctx, t, dsn, writers, rows+rows/5)
 	rp := newReplica()
-	store := cursor.NewMemory(cdc.Cursor{})
+	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
 	rng := rand.New(rand.NewPCG(1, 2))
-	// Pieces while the writers run, then the writers stop and a sentinel
-	// marks the end.
-	for range pieces {
-		r, err := cdc.NewResumer(src, store, stream.WithHooks(stream.Hooks[cdc.Cursor]{OnDisconnect: func(e stream.DisconnectEvent[cdc.Cursor]) { t.Log(e.Err) }}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, stopAt := 0, rng.IntN(maxPiece)+1
-		if err := r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
-			rp.apply(ev)
-			if n++; n >= stopAt {
-				return stream.ErrStop
-			}
-			return nil
-		}); err != nil {
+	// Pieces while the writers run, each ended by a kill or a stop, then
+	// the writers stop and a sentinel marks the end.
+	for i := range pieces {
+		if err := runPiece(t, src, store, rp, rng.IntN(maxPiece)+1, i%2 == 1); err != nil {
 			t.Fatal(err)
 		}
 		kills++
@@ -282,6 +324,9 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 	if rp.snapshots < rows {
 		t.Errorf("%d snapshot rows, want at least %d", rp.snapshots, rows)
 	}
+	if store.refused.Load() == 0 {
+		t.Error("no kill lost a save")
+	}
 	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, kills)
 }
 
@@ -302,21 +347,10 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	wg := churn(ctx, t, dsn, writers, rows+rows/5)
 	rp := newReplica()
-	store := cursor.NewMemory(cdc.Cursor{})
+	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
 	rng := rand.New(rand.NewPCG(3, 4))
 	piece := func(i int) {
-		r, err := cdc.NewResumer(src, store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, stopAt := 0, rng.IntN(maxPiece)+1
-		if err := r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
-			rp.apply(ev)
-			if n++; n >= stopAt {
-				return stream.ErrStop
-			}
-			return nil
-		}); err != nil {
+		if err := runPiece(t, src, store, rp, rng.IntN(maxPiece)+1, i%2 == 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,6 +376,9 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 	delete(got, "public.sentinel")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("replica (-table +replica):\n%s", diff)
+	}
+	if store.refused.Load() == 0 {
+		t.Error("no kill lost a save")
 	}
 	t.Logf("%d rows, %d snapshot rows delivered, %d restarts", rows, rp.snapshots, tail+3+pieces)
 }
@@ -436,7 +473,7 @@ func TestSnapshotExportedOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	wg := churn(ctx, t, dsn, 2, rows)
 	rp := newReplica()
-	store := cursor.NewMemory(cdc.Cursor{})
+	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
 	seen := map[string]bool{}
 	var at []string
 	changes := 0
