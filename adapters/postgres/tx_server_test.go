@@ -97,12 +97,19 @@ func TestTransactionalDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherDone := make(chan error, 1)
+	otherOver := make(chan struct{}) // closed once the other transaction ended
 	var otherPID uint32 = other.PgConn().PID()
 	var calls atomic.Int32
 	var codes []string
 	s := newStore(t, pool, "s")
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
 		first := calls.Add(1) == 1
+		if !first {
+			// The other transaction, woken by the rollback, must take row
+			// a before this attempt does: its wake-up and relock are not
+			// one step, and a retry quicker than it meets it again.
+			<-otherOver
+		}
 		if first {
 			if _, err := tx.Exec(ctx, "SET LOCAL deadlock_timeout = '10ms'"); err != nil {
 				return err
@@ -118,6 +125,7 @@ func TestTransactionalDeadlock(t *testing.T) {
 					err = otherTx.Commit(context.Background())
 				}
 				otherDone <- err
+				close(otherOver)
 			}()
 			if err := awaitLockWait(ctx, tx, otherPID); err != nil {
 				return err

@@ -20,5 +20,10 @@
 // table again while streaming: both as [Snapshot] events a consumer applies
 // as upserts, consistent with the changes and resumable after a crash.
 //
+// Replicas of a relay may run on one slot and one Store: the server lets
+// one connection stream a slot, and [Source.Open] waits while another
+// holds it, then loads the Store (a postgres.Store's Load fences the
+// previous holder): a hot standby, with no other coordinator.
+//
 // See docs/postgres.md in the repository for how it works and its limits.
 package cdc

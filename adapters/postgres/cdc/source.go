@@ -281,12 +281,15 @@ func standbyPoll(interval time.Duration) backoff.Policy {
 // connection. It is retried.
 type slotBusy struct {
 	slot string
-	pid  string
-	err  error // the server's refusal, when START_REPLICATION met it
+	pid  string // the server process holding the slot; "?": unknown; empty: the slot is being created
+	err  error  // the server's refusal, when START_REPLICATION met it
 }
 
 func (e *slotBusy) Error() string {
 	msg := fmt.Sprintf("cdc: slot %q is active (held by server process %s): waiting as a standby until it is free", e.slot, e.pid)
+	if e.pid == "" {
+		msg = fmt.Sprintf("cdc: slot %q is being created by another consumer: waiting as a standby until it is free", e.slot)
+	}
 	if e.err != nil {
 		msg += ": " + e.err.Error()
 	}
@@ -339,6 +342,8 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
 			return nil, err
 		}
+	} else if err := s.lockCreation(ctx, pg); err != nil {
+		return nil, err
 	}
 	if after, err = s.reload(ctx, after); err != nil {
 		return nil, err
@@ -376,6 +381,22 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, err
 	}
 	return c, nil
+}
+
+// lockCreation takes, for the life of pg, the advisory lock that makes one
+// consumer at a time load the Store and create a missing slot: two
+// replicas started together on a new slot do not fence each other. A lock
+// another connection holds is a slotBusy.
+func (s *Source) lockCreation(ctx context.Context, pg *pgconn.PgConn) error {
+	// The slot's name was checked by NewSource: it needs no quoting.
+	res, err := pg.Exec(ctx, "SELECT pg_try_advisory_lock(hashtext('resumable-cdc:"+s.slot+"'))").ReadAll()
+	if err != nil {
+		return fmt.Errorf("cdc: locking the creation of slot %q: %w", s.slot, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || string(res[0].Rows[0][0]) != "t" {
+		return &slotBusy{slot: s.slot}
+	}
+	return nil
 }
 
 // startReplication starts streaming the slot on pg; a slot another

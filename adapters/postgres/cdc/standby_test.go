@@ -185,3 +185,34 @@ func TestStandby(t *testing.T) {
 		}
 	}
 }
+
+// TestStandbyFreshStart starts two replicas at once on a slot that does not
+// exist yet and a Store with no cursor: one creates the slot, the other
+// waits, and neither fences the other out.
+func TestStandbyFreshStart(t *testing.T) {
+	dsn := newDB(t)
+	slot := replSetup(t, dsn)
+	dropSlot(t, dsn, slot)
+	replExec(t, dsn, "CREATE TABLE applied (id int NOT NULL)")
+	pool, err := pgxpool.New(ctxFor(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	acquired, waiting := make(chan string, 100), make(chan string, 100)
+	a := startRelay(t, "A", dsn, slot, acquired, waiting)
+	b := startRelay(t, "B", dsn, slot, acquired, waiting)
+	holder := await(t, acquired, "a relay to take the slot", a, b)
+	other := map[string]string{"A": "B", "B": "A"}[holder]
+	if got := await(t, waiting, other+" to wait", a, b); got != other {
+		t.Fatalf("%s is waiting, want %s", got, other)
+	}
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 100) g")
+	awaitApplied(t, pool, 100, a, b)
+	for _, r := range []*relay{a, b} {
+		r.cancel()
+		if err := <-r.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("relay %s: Run() = %v, want context.Canceled", r.name, err)
+		}
+	}
+}
