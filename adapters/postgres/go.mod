@@ -3,6 +3,7 @@ module github.com/resumable-go/resumable/adapters/postgres
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/resumable-go/resumable v0.1.0

@@ -18,6 +18,29 @@
 // (a recreated slot, a restored or replaced server), it stops with status
 // 1 and says what changed.
 //
+// -snapshot: on a first start (the state file holds no cursor), the rows
+// that already exist come first, interleaved with the changes since, each
+// printed as
+//
+//	handled TABLE SNAPSHOT ID LSN INDEX
+//
+// (LSN and INDEX: the position the stream was at when the row was
+// delivered). -backfill TABLE (repeatable) reads TABLE again the same way
+// while streaming. Killed during either and started again with the same
+// flags, it goes on from its cursor.
+//
+// -format json prints, instead of handled lines, one JSON object per change
+// or snapshot row:
+//
+//	{"op":"snapshot"|"insert"|"update"|"delete","table":"public.t","lsn":"0/16B3F48","index":3,"new":{…},"old":{…},"commit_time":"…"}
+//
+// new (absent for a delete) and old (when the server sent it) map column
+// names to typed JSON values (integers as numbers, numeric as a string,
+// json as JSON, NULL as null, an unchanged TOASTed value as
+// {"unchanged":true}); commit_time (RFC 3339) is the transaction's, for
+// changes. A consumer that applies the lines in order (snapshot, insert
+// and update as upserts, delete as removal) ends equal to the tables.
+//
 // With no flags it runs a demo that needs only PostgreSQL's binaries
 // (initdb and postgres, looked for in $RESUMABLE_PG_BIN, else
 // /usr/lib/postgresql/15/bin): it starts a throw-away server, writes a
@@ -27,18 +50,23 @@
 // Usage:
 //
 //	go run ./examples/postgres                              # the demo
-//	go run ./examples/postgres -dsn DSN -slot NAME -publication NAME -state FILE
+//	go run ./examples/postgres -dsn DSN -slot NAME -publication NAME -state FILE \
+//		[-snapshot] [-backfill TABLE]... [-format text|json]
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -61,7 +89,16 @@ func main() {
 type config struct {
 	dsn, slot, pub, state string
 	stopAfter             int // stop (and save) after this many changes; 0: never
+	snapshot              bool
+	json                  bool
+	backfill              []string
 }
+
+// tables is a repeatable flag.
+type tables []string
+
+func (t *tables) String() string     { return strings.Join(*t, ",") }
+func (t *tables) Set(v string) error { *t = append(*t, v); return nil }
 
 // run is the whole program. It returns nil when ctx ends.
 func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
@@ -72,11 +109,21 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.slot, "slot", "", "the logical replication slot (created when absent and the state file holds no cursor)")
 	fs.StringVar(&cfg.pub, "publication", "", "the publication to consume")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
+	fs.BoolVar(&cfg.snapshot, "snapshot", false, "on a first start (no cursor in the state file), deliver the rows that already exist first")
+	format := fs.String("format", "text", "the output: text (handled lines) or json (one object per row)")
+	fs.Var((*tables)(&cfg.backfill), "backfill", "backfill this table while streaming (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h: the usage was printed, and asked for
 			return nil
 		}
 		return err
+	}
+	switch *format {
+	case "text":
+	case "json":
+		cfg.json = true
+	default:
+		return fmt.Errorf("-format %q: want text or json", *format)
 	}
 	if fs.NFlag() == 0 {
 		return demo(ctx, stdout, stderr)
@@ -93,9 +140,18 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
-	src, err := cdc.NewSource(cfg.dsn, cfg.slot, cfg.pub)
+	var opts []cdc.SourceOption
+	if cfg.snapshot {
+		opts = append(opts, cdc.WithSnapshot(0))
+	}
+	src, err := cdc.NewSource(cfg.dsn, cfg.slot, cfg.pub, opts...)
 	if err != nil {
 		return err
+	}
+	for _, t := range cfg.backfill {
+		if err := src.Backfill(ctx, t); err != nil {
+			return err
+		}
 	}
 	log := zap.New(zapCore(stderr))
 	r, err := cdc.NewResumer(src, store, stream.WithLogger(log))
@@ -108,9 +164,18 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		if ev.Op == cdc.Delete {
 			row = ev.Old
 		}
-		if ev.Op == cdc.Truncate {
+		switch {
+		case ev.Op == cdc.Truncate:
 			fmt.Fprintf(stderr, "truncated %s at %v #%d\n", ev.Relation, ev.LSN, ev.Index)
-		} else {
+		case cfg.json:
+			line, err := jsonLine(ev)
+			if err != nil {
+				return err
+			}
+			if _, err := stdout.Write(line); err != nil {
+				return err
+			}
+		default:
 			id, _ := row.Get("id")
 			fmt.Fprintf(stdout, "handled %s %s %s %s %d\n", ev.Relation, ev.Op, id, ev.LSN, ev.Index)
 		}
@@ -124,4 +189,36 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		return nil
 	}
 	return err
+}
+
+// jsonLine formats a change or a snapshot row as one line of JSON.
+func jsonLine(ev cdc.Event) ([]byte, error) {
+	b := append([]byte(`{"op":`), strconv.Quote(strings.ToLower(ev.Op.String()))...)
+	b = append(b, `,"table":`...)
+	t, _ := json.Marshal(ev.Relation)
+	b = append(b, t...)
+	b = append(b, `,"lsn":"`...)
+	b = append(b, ev.LSN.String()...)
+	b = append(b, `","index":`...)
+	b = strconv.AppendInt(b, int64(ev.Index), 10)
+	if ev.Op != cdc.Delete {
+		row, err := ev.New.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"new":`...), row...)
+	}
+	if ev.Old.Len() > 0 {
+		row, err := ev.Old.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"old":`...), row...)
+	}
+	if !ev.CommitTime.IsZero() {
+		b = append(b, `,"commit_time":"`...)
+		b = ev.CommitTime.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...), nil
 }

@@ -25,6 +25,8 @@ type relation struct {
 	name  string   // schema.name
 	names []string // column names, in order
 	key   []bool   // whether each column is part of the replica identity's key
+	oids  []uint32 // column type OIDs
+	mods  []int32  // column type modifiers (atttypmod)
 }
 
 // conn is one replication connection. Recv and Close share mu: Close takes
@@ -42,10 +44,18 @@ type conn struct {
 	skip Cursor // changes at or before it were handled before this Open
 	last Cursor // the position of the last event delivered, or skip
 
-	inTx  bool          // between a Begin and its Commit
-	txLSN pglogrepl.LSN // the transaction's commit LSN
-	xid   uint32
-	idx   int // index of the transaction's last change seen
+	inTx   bool          // between a Begin and its Commit
+	txLSN  pglogrepl.LSN // the transaction's commit LSN
+	txTime time.Time     // the transaction's commit time
+	xid    uint32
+	idx    int // index of the transaction's last change seen
+
+	// ahead is a change read but not delivered yet: it is delivered when
+	// the next message shows whether it ends its transaction.
+	ahead   Event
+	isAhead bool
+
+	snap snapWork // the snapshot and backfills under way
 
 	trunc     []uint32      // relations of a Truncate still to deliver
 	walEnd    pglogrepl.LSN // the furthest position the server reported
@@ -54,17 +64,22 @@ type conn struct {
 	statusBuf []byte
 }
 
-func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) *conn {
+func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
+	prog, err := decodeProgress(after.Snapshot)
+	if err != nil {
+		return nil, err
+	}
 	return &conn{
 		src:  s,
 		id:   id,
 		pg:   pg,
 		rels: make(map[uint32]*relation),
-		skip: Cursor{LSN: after.LSN, Index: after.Index},
-		last: Cursor{LSN: after.LSN, Index: after.Index},
+		skip: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
+		last: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
+		snap: snapWork{prog: prog, text: after.Snapshot, initial: s.snapshot && after.fresh()},
 
 		progress: time.Now(),
-	}
+	}, nil
 }
 
 // quietSlack is how far the server's position must be beyond the last
@@ -79,7 +94,8 @@ const quietSlack = 64 << 10
 // within the status interval. Progress only frees the WAL of writes the
 // publication does not publish: at most one per interval is enough.
 func (c *conn) idle() (Event, bool) {
-	if c.inTx || c.idleAt <= c.last.LSN+quietSlack || time.Since(c.progress) < c.src.interval {
+	// Nor while a chunk waits for its watermark: its rows go at it.
+	if c.inTx || c.snap.chunk != nil || c.idleAt <= c.last.LSN+quietSlack || time.Since(c.progress) < c.src.interval {
 		return Event{}, false
 	}
 	c.progress = time.Now()
@@ -95,6 +111,27 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
+		if c.snap.chunk != nil && c.snap.chunk.reached {
+			if ev, ok := c.chunkRow(); ok {
+				return ev, nil
+			}
+			continue
+		}
+		if c.snap.export {
+			ev, ok, err := c.exportRow(ctx)
+			if err != nil || ok {
+				return ev, err
+			}
+			continue
+		}
+		if !c.inTx && !c.isAhead && len(c.trunc) == 0 && c.snap.chunk == nil {
+			if err := c.idleWork(ctx); err != nil {
+				return Event{}, err
+			}
+			if ev, ok := c.snapshotProgress(); ok {
+				return ev, nil
+			}
+		}
 		if len(c.trunc) > 0 {
 			ev, ok, err := c.truncated()
 			if err != nil || ok {
@@ -176,22 +213,27 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		r := &relation{name: m.Namespace + "." + m.RelationName, names: make([]string, len(m.Columns)), key: make([]bool, len(m.Columns))}
-		for i, col := range m.Columns {
-			r.names[i] = col.Name
-			r.key[i] = col.Flags&1 != 0
-		}
-		c.rels[m.RelationID] = r
+		c.rels[m.RelationID] = newRelation(m)
 	case *pglogrepl.BeginMessage:
 		if c.inTx {
 			return Event{}, false, c.protocolError("a Begin inside transaction %v", c.txLSN)
 		}
-		c.inTx, c.txLSN, c.xid, c.idx = true, m.FinalLSN, m.Xid, -1
+		c.inTx, c.txLSN, c.txTime, c.xid, c.idx = true, m.FinalLSN, m.CommitTime, m.Xid, -1
 	case *pglogrepl.CommitMessage:
 		if !c.inTx || m.CommitLSN != c.txLSN {
 			return Event{}, false, c.protocolError("a Commit at %v outside transaction %v", m.CommitLSN, c.txLSN)
 		}
 		c.inTx = false
+		c.snap.noteCommit(c.xid)
+		if c.isAhead { // the transaction's last change
+			c.isAhead = false
+			ev := c.ahead
+			ev.TxEnd = true
+			c.ahead = Event{}
+			return ev, true, nil
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		return c.logicalMessage(m)
 	case *pglogrepl.InsertMessage:
 		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
 	case *pglogrepl.UpdateMessage:
@@ -229,20 +271,36 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType 
 	if r == nil {
 		return Event{}, false, c.protocolError("a %v of relation %d, which no Relation message described", op, rel)
 	}
+	c.observe(op, r, old, new)
 	c.last = pos
-	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, Cursor: c.cursor(pos)}
+	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns, rel: r}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns}
+		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns, rel: r}
+		if old != nil && oldType != 'K' {
+			fillUnchanged(new.Columns, old.Columns)
+		}
 	}
-	return ev, true, nil
+	return c.readAhead(ev)
+}
+
+// readAhead delivers the change read before ev, if any, and keeps ev until
+// the next message tells whether it ends its transaction. A transaction's
+// Commit follows its last change in the stream, so no event waits for
+// anything but the bytes already on their way.
+func (c *conn) readAhead(ev Event) (Event, bool, error) {
+	prev, had := c.ahead, c.isAhead
+	c.ahead, c.isAhead = ev, true
+	return prev, had, nil
 }
 
 // cursor returns pos with the connection's identity.
 func (c *conn) cursor(pos Cursor) Cursor {
 	pos.System, pos.Timeline, pos.Slot = c.id.system, c.id.timeline, c.id.slot
+	pos.Snapshot = c.snap.text
+	c.snap.sent = c.snap.text
 	return pos
 }
 
@@ -308,6 +366,9 @@ func (c *conn) Close() error {
 		defer cancel()
 		_ = c.pg.Close(ctx)
 		<-c.pg.CleanupDone()
+		if c.snap.side != nil {
+			_ = c.snap.side.Close(ctx)
+		}
 	})
 	return nil
 }

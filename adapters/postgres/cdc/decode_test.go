@@ -116,7 +116,11 @@ func truncateMsg(rels ...uint32) []byte {
 var testID = identity{system: "7300000000000000001", timeline: 1, slot: "s1"}
 
 func testConn(after Cursor) *conn {
-	return newConn(&Source{slot: "s1", interval: time.Second}, nil, testID, after)
+	c, err := newConn(&Source{slot: "s1", interval: time.Second}, nil, testID, after)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // feed hands msgs to c and returns a line per event delivered.
@@ -125,8 +129,10 @@ func feed(t *testing.T, c *conn, msgs ...[]byte) []string {
 	var got []string
 	for _, m := range msgs {
 		ev, ok, err := c.handle(m)
-		for err == nil && ok {
-			got = append(got, describe(ev))
+		for err == nil {
+			if ok {
+				got = append(got, describe(ev))
+			}
 			if len(c.trunc) == 0 {
 				break
 			}
@@ -214,9 +220,14 @@ func TestConnCursorCarriesIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ev, ok, err = c.handle(msgs[2])
+	// The first insert is delivered when the next change shows it does not
+	// end the transaction.
+	if _, ok, err := c.handle(msgs[2]); ok || err != nil {
+		t.Fatalf("handle(first insert) = %v, %v; want it held", ok, err)
+	}
+	ev, ok, err = c.handle(msgs[3])
 	if err != nil || !ok {
-		t.Fatalf("handle(insert) = %v, %v", ok, err)
+		t.Fatalf("handle(second insert) = %v, %v", ok, err)
 	}
 	want := Cursor{LSN: 0x5000, Index: 0, System: testID.system, Timeline: 1, Slot: "s1"}
 	if ev.Cursor != want {
@@ -332,6 +343,7 @@ func TestTuple(t *testing.T) {
 		xlog(1, relationMsg(1, "p", "t", "id", "note", "blob")),
 		xlog(1, beginMsg(0x20, 1)),
 		xlog(1, updateMsg(1, nil, "1", nil, byte('u'))),
+		xlog(1, commitMsg(0x20)),
 	}
 	var ev Event
 	for _, m := range msgs {

@@ -12,6 +12,14 @@
 // [github.com/resumable-go/resumable/adapters/postgres]) with
 // postgres.Transactional, making each change's effects exactly once.
 //
+// Values are text, or Go values by type through [Tuple.Value]; each change
+// carries its transaction's commit time, and [Event.TxEnd] marks the last
+// event of a transaction. [WithMessages] delivers the messages an
+// application emits with pg_logical_emit_message. [WithSnapshot] makes a
+// first start deliver the existing rows, and [Source.Backfill] reads one
+// table again while streaming: both as [Snapshot] events a consumer applies
+// as upserts, consistent with the changes and resumable after a crash.
+//
 // Replicas of a relay may run on one slot and one Store: the server lets
 // one connection stream a slot, and [Source.Open] waits while another
 // holds it, then loads the Store (a postgres.Store's Load fences the

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -42,16 +43,23 @@ const (
 	// and the Snapshot events up to the ResyncEnd are the published tables
 	// as of the position of its Cursor.
 	ResyncStart
-	// Snapshot is a row of a published table in a resync's replay: New
-	// holds it, Relation names its table.
+	// Snapshot is a row of a published table, read by [WithSnapshot], by
+	// [Source.Backfill] or in a resync's replay: New holds it, Relation
+	// names its table. Apply it as an upsert by key.
 	Snapshot
 	// ResyncEnd closes a resync's replay; the stream goes on with the
 	// changes committed after the position of its Cursor.
 	ResyncEnd
+	// Message is a logical decoding message an application emitted with
+	// pg_logical_emit_message (see [WithMessages]): Prefix and Content hold
+	// it. A transactional one is a change of its transaction; a
+	// non-transactional one stands alone, at the position the server gave
+	// it, with TxEnd set.
+	Message
 )
 
 // String returns the operation's SQL name (INSERT, UPDATE, DELETE,
-// TRUNCATE), or PROGRESS, RESYNC-START, SNAPSHOT, RESYNC-END.
+// TRUNCATE), or PROGRESS, RESYNC-START, SNAPSHOT, RESYNC-END, MESSAGE.
 func (o Op) String() string {
 	switch o {
 	case Insert:
@@ -70,6 +78,8 @@ func (o Op) String() string {
 		return "SNAPSHOT"
 	case ResyncEnd:
 		return "RESYNC-END"
+	case Message:
+		return "MESSAGE"
 	}
 	return "OP(" + strconv.Itoa(int(o)) + ")"
 }
@@ -98,6 +108,18 @@ type Event struct {
 	LSN pglogrepl.LSN
 	// Index is the change's index within its transaction, from 0.
 	Index int
+	// CommitTime is the commit time of the change's transaction (zero for
+	// events that belong to none).
+	CommitTime time.Time
+	// TxEnd is true on the last event of its transaction: a consumer that
+	// ends a batch where TxEnd is set never splits a source transaction.
+	// A non-transactional Message, and the last Snapshot row of a chunk
+	// (see [WithSnapshot]), have it too.
+	TxEnd bool
+	// Prefix is a Message's prefix.
+	Prefix string
+	// Content is a Message's payload.
+	Content []byte
 	// Cursor is the position just after this event.
 	Cursor Cursor
 }
@@ -109,6 +131,7 @@ type Tuple struct {
 	key     []bool   // whether each column is part of the replica identity's key, shared
 	keyOnly bool     // an old tuple of the key only: the other columns were not sent
 	cols    []*pglogrepl.TupleDataColumn
+	rel     *relation // the relation's column types; nil: unknown
 }
 
 // Len returns the number of columns the server sent.
@@ -132,7 +155,8 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 
 // Key reports whether column i is part of the table's replica identity:
 // its primary key under REPLICA IDENTITY DEFAULT, the index's columns
-// under USING INDEX, every column under FULL. Snapshot rows mark none.
+// under USING INDEX, every column under FULL. Snapshot rows of WithSnapshot
+// and Backfill mark the key they were read by; those of Resync mark none.
 func (t Tuple) Key(i int) bool { return i < len(t.key) && t.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
@@ -181,22 +205,36 @@ type Cursor struct {
 	Timeline int32 `json:"timeline,omitempty"`
 	// Slot is the replication slot's name.
 	Slot string `json:"slot,omitempty"`
+	// Row numbers the Snapshot rows delivered at one position, from 1; 0
+	// for every other event.
+	Row int `json:"row,omitempty"`
+	// Snapshot is the progress of the snapshot and backfills under way (see
+	// [WithSnapshot] and [Source.Backfill]), opaque; empty when none is.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Compare orders cursors by position, as cmp.Compare does: by LSN, then by
-// Index. The identity fields are not compared.
+// Index, then by Row. The identity fields and Snapshot are not compared.
 func Compare(a, b Cursor) int {
 	if c := cmp.Compare(a.LSN, b.LSN); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Index, b.Index)
+	if c := cmp.Compare(a.Index, b.Index); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Row, b.Row)
 }
 
 // String formats c as "0/16B3748 #3" (after the change with index 3 of the
-// transaction committed at 0/16B3748), or "0/16B3748 #-1" for a position
-// before every change at that LSN.
+// transaction committed at 0/16B3748), "0/16B3748 #-1" for a position
+// before every change at that LSN, and "0/16B3748 #3 row 5" after the 5th
+// Snapshot row delivered there.
 func (c Cursor) String() string {
-	return c.LSN.String() + " #" + strconv.Itoa(c.Index)
+	s := c.LSN.String() + " #" + strconv.Itoa(c.Index)
+	if c.Row > 0 {
+		s += " row " + strconv.Itoa(c.Row)
+	}
+	return s
 }
 
 // replayIndex is the Index of the cursor of a resync's ResyncStart and
@@ -213,7 +251,9 @@ func (c Cursor) validate() error {
 }
 
 // fresh reports whether c belongs to a stream that has handled nothing.
-func (c Cursor) fresh() bool { return c.LSN == 0 && c.Index <= 0 && c.System == "" }
+func (c Cursor) fresh() bool {
+	return c.LSN == 0 && c.Index <= 0 && c.System == "" && c.Snapshot == ""
+}
 
 // Extract is the [cursor.Extractor] for [Event]: an event's cursor is its
 // Cursor field, and a [Progress] event is reported as

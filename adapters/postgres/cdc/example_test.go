@@ -45,3 +45,48 @@ func ExampleNewResumer() {
 	})
 	log.Fatal(err)
 }
+
+// Adopt CDC on a live database: the first start delivers the rows that
+// exist, then the changes; a table added to the publication later is
+// backfilled while the stream runs. The consumer applies snapshot rows,
+// inserts and updates as upserts (here as JSON with typed values) and
+// knows where each source transaction ends.
+func ExampleWithSnapshot() {
+	ctx := context.Background()
+	src, err := cdc.NewSource("postgres://app@db.internal/shop", "shop_cdc", "shop_pub",
+		cdc.WithSnapshot(0), cdc.WithMessages("outbox"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := src.Backfill(ctx, "public.refunds"); err != nil { // just added to shop_pub
+		log.Fatal(err)
+	}
+	store, err := cursor.NewFile("/var/lib/shop-cdc/cursor.json", cdc.Cursor{}, cursor.JSON[cdc.Cursor]())
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = r.Run(ctx, func(ctx context.Context, ev cdc.Event) error {
+		switch ev.Op {
+		case cdc.Snapshot, cdc.Insert, cdc.Update:
+			row, err := ev.New.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("upsert %s %s\n", ev.Relation, row)
+		case cdc.Delete:
+			key, _ := ev.Old.MarshalJSON()
+			fmt.Printf("delete %s %s\n", ev.Relation, key)
+		case cdc.Message:
+			fmt.Printf("outbox %s at %v\n", ev.Content, ev.CommitTime)
+		}
+		if ev.TxEnd {
+			fmt.Println("commit") // the end of a source transaction
+		}
+		return nil
+	})
+	log.Fatal(err)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,12 +39,19 @@ const defaultStatusInterval = 10 * time.Second
 // skips the changes its cursor covers. Without a wrapped Store nothing is
 // confirmed, and the server keeps all WAL since the slot's creation.
 type Source struct {
-	cfg      *pgconn.Config
-	slot     string
-	pub      string
-	interval time.Duration
+	cfg       *pgconn.Config
+	slot      string
+	pub       string
+	interval  time.Duration
+	messages  bool     // WithMessages was given
+	prefixes  []string // the prefixes of the messages to deliver; none: all
+	snapshot  bool     // WithSnapshot was given
+	chunkRows int      // rows per snapshot chunk
 
-	mu    sync.Mutex           // guards saved and store
+	pending  atomic.Int32 // len(requests)
+	requests []request    // backfills asked for, guarded by mu
+
+	mu    sync.Mutex           // guards saved, store and requests
 	saved Cursor               // the last cursor the Store loaded or saved; zero: none
 	store cursor.Store[Cursor] // the Store Confirming wrapped, loaded by Open; nil: none
 
@@ -108,7 +116,7 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 	if !pubName.MatchString(publication) {
 		return nil, fmt.Errorf("cdc: NewSource: publication name %q is not an unquoted identifier: %w", publication, ErrInvalid)
 	}
-	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval}
+	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval, chunkRows: defaultChunkRows}
 	for _, o := range opts {
 		if o != nil {
 			o.applySource(s)
@@ -116,6 +124,9 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 	}
 	if s.interval < 0 {
 		return nil, fmt.Errorf("cdc: NewSource: WithStatusInterval: negative interval: %w", ErrInvalid)
+	}
+	if s.chunkRows < 0 {
+		return nil, fmt.Errorf("cdc: NewSource: WithSnapshot: negative chunk size: %w", ErrInvalid)
 	}
 	return s, nil
 }
@@ -181,8 +192,14 @@ func (c *confirming) Save(ctx context.Context, cur Cursor) error {
 // hold records c as the cursor the Store holds.
 func (s *Source) hold(c Cursor) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.saved = c
-	s.mu.Unlock()
+	if s.pending.Load() == 0 {
+		return
+	}
+	// A backfill asked for is in the cursors from the first taken after it.
+	s.requests = slices.DeleteFunc(s.requests, func(r request) bool { return r.taken && Compare(c, r.since) > 0 })
+	s.pending.Store(int32(len(s.requests)))
 }
 
 // attached returns the Store Confirming wrapped, or nil.
@@ -309,6 +326,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
+	var imp *imported // the slot's snapshot, when WithSnapshot created it
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
 		return nil, err
@@ -338,9 +356,10 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	}
 	switch {
 	case !found && after.fresh():
-		if err := s.createSlot(ctx, pg); err != nil {
+		if imp, err = s.createSlotImporting(ctx, pg); err != nil {
 			return nil, err
 		}
+		defer imp.close(ctx)
 		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
 			return nil, err
 		}
@@ -351,7 +370,13 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 			return nil, err
 		}
 	}
-	c := newConn(s, pg, id, after)
+	c, err := newConn(s, pg, id, after)
+	if err != nil {
+		return nil, errclass.Permanent(err)
+	}
+	if imp != nil {
+		c.useImport(imp)
+	}
 	if err := c.sendStatus(); err != nil {
 		return nil, err
 	}
@@ -378,6 +403,14 @@ func (s *Source) lockCreation(ctx context.Context, pg *pgconn.PgConn) error {
 // connection took first is a slotBusy.
 func (s *Source) startReplication(ctx context.Context, pg *pgconn.PgConn, at pglogrepl.LSN) error {
 	args := []string{"proto_version '1'", "publication_names '" + s.pub + "'"}
+	switch version := pg.ParameterStatus("server_version"); {
+	case serverMessages(version):
+		// Always, so that a transaction's changes are numbered the same
+		// whatever WithMessages asks for.
+		args = append(args, "messages 'true'")
+	case s.messages:
+		return errclass.Permanent(fmt.Errorf("cdc: WithMessages: server version %s: pgoutput sends logical decoding messages from PostgreSQL 14", version))
+	}
 	err := pglogrepl.StartReplication(ctx, pg, s.slot, at, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if isCode(err, "55006") { // object_in_use: "replication slot ... is active for PID n"
 		return &slotBusy{slot: s.slot, pid: "?", err: err}

@@ -1,0 +1,414 @@
+package cdc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// snapWork is a connection's snapshot and backfill state.
+type snapWork struct {
+	prog    progress
+	text    string // prog encoded, as every cursor carries it
+	sent    string // the text of the last cursor made
+	initial bool   // the publication's tables are still to be listed
+	side    *pgconn.PgConn
+	tabs    map[tableName]*table
+	chunk   *chunk
+	recent  [1024]uint32 // xids of the transactions the stream read last
+	nrecent int
+	retryAt time.Time
+	retries int
+
+	// Reading the snapshot the slot exported (see useImport).
+	export   bool
+	at       pglogrepl.LSN             // the slot's consistent point
+	declared bool                      // the table's cursor is open
+	eof      bool                      // the table's last rows were fetched
+	ahead    *pgconn.MultiResultReader // the FETCH sent before its rows are needed
+	rows     [][]*pglogrepl.TupleDataColumn
+	next     int       // the next of rows to deliver
+	row      int       // rows delivered
+	status   time.Time // the last status update sent while reading
+	prefix   string    // prog.prefix() of the table being read
+	arena    int       // the size of the last FETCH's values
+}
+
+// noteCommit records that the stream read the commit of xid.
+func (w *snapWork) noteCommit(xid uint32) {
+	w.recent[w.nrecent%len(w.recent)] = xid
+	w.nrecent++
+}
+
+// readRecently reports whether the stream read the commit of xid lately.
+func (w *snapWork) readRecently(xid uint32) bool {
+	n := min(w.nrecent, len(w.recent))
+	for i := range n {
+		if w.recent[i] == xid {
+			return true
+		}
+	}
+	return false
+}
+
+// idleWork runs between transactions: it takes the backfills asked for
+// and starts the next chunk when none is in flight.
+func (c *conn) idleWork(ctx context.Context) error {
+	w := &c.snap
+	c.takeRequests()
+	if w.chunk != nil || (len(w.prog.Tables) == 0 && !w.initial) || time.Now().Before(w.retryAt) {
+		return nil
+	}
+	if w.side == nil {
+		pg, err := pgconn.ConnectConfig(ctx, c.src.queryConfig())
+		if err != nil {
+			return classify(fmt.Errorf("cdc: snapshot: connecting: %w", err))
+		}
+		w.side = pg
+	}
+	if w.initial {
+		ts, err := c.src.publishedTables(ctx, w.side)
+		if err != nil {
+			return err
+		}
+		w.initial = false
+		for _, t := range ts {
+			if !w.prog.has(t) {
+				w.prog.Tables = append(w.prog.Tables, t)
+			}
+		}
+		w.text = w.prog.encode()
+		if len(w.prog.Tables) == 0 {
+			return nil
+		}
+	}
+	return c.readChunk(ctx)
+}
+
+// takeRequests adds the backfills asked of the Source to the connection's
+// progress.
+func (c *conn) takeRequests() {
+	s := c.src
+	if s.pending.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.requests {
+		r := &s.requests[i]
+		if !c.snap.prog.has(r.table) {
+			c.snap.prog.Tables = append(c.snap.prog.Tables, r.table)
+			c.snap.text = c.snap.prog.encode()
+		}
+		if !r.taken {
+			r.taken, r.since = true, c.last
+		}
+	}
+}
+
+// readChunk reads the next chunk of the first table of the progress at a
+// snapshot S and emits its watermark, or moves on to the next table when
+// the first has no more rows or is gone.
+func (c *conn) readChunk(ctx context.Context) error {
+	w := &c.snap
+	t := w.prog.Tables[0]
+	tab := w.tabs[t]
+	if tab == nil {
+		var err error
+		tab, err = c.src.describe(ctx, w.side, t)
+		switch {
+		case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
+			c.nextTable()
+			return nil
+		case errors.Is(err, ErrInvalid):
+			return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
+		case err != nil:
+			return fmt.Errorf("cdc: snapshot: %w", err)
+		}
+		if w.tabs == nil {
+			w.tabs = map[tableName]*table{}
+		}
+		w.tabs[t] = tab
+	}
+	k, err := c.selectChunk(ctx, tab)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") { // dropped, or altered, meanwhile
+			delete(w.tabs, t)
+			if pe.Code == "42P01" {
+				c.nextTable()
+			}
+			return nil
+		}
+		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
+	}
+	if k == nil { // refused: read it again a moment later
+		w.retries++
+		w.retryAt = time.Now().Add(min(time.Duration(w.retries)*10*time.Millisecond, maxChunkRetry))
+		return nil
+	}
+	w.retries = 0
+	if len(k.rows) == 0 {
+		c.nextTable()
+		return nil
+	}
+	token := make([]byte, 8)
+	_, _ = rand.Read(token)
+	mark := c.src.slot + "/" + hex.EncodeToString(token)
+	// Transactional, so that its commit flushes it and the stream gets it
+	// at once.
+	if _, err := query(ctx, w.side, "SELECT pg_logical_emit_message(true, $1, $2)", watermarkPrefix, mark); err != nil {
+		return classify(fmt.Errorf("cdc: snapshot of %s: emitting the watermark: %w", t, err))
+	}
+	k.mark = mark
+	w.chunk = k
+	return nil
+}
+
+// selectChunk reads the rows of tab after the progress's key at a snapshot
+// S, and S. It returns nil when S cannot be used: a transaction S does not
+// see had committed already (the stream may have delivered it before the
+// chunk began).
+func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error) {
+	pg := c.snap.side
+	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if _, rerr := pg.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	snap, err := query(ctx, pg, "SELECT pg_current_snapshot()::text")
+	if err != nil {
+		return nil, err
+	}
+	xmax, xip, err := parseSnapshot(string(snap[0][0]))
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xip {
+		if c.snap.readRecently(x) {
+			return nil, nil
+		}
+	}
+	cols := make([]string, len(tab.cols))
+	for i, n := range tab.cols {
+		cols[i] = quoteIdent(n)
+	}
+	keys := make([]string, len(tab.keys))
+	params := make([]string, len(tab.keys))
+	for i, n := range tab.keys {
+		keys[i] = quoteIdent(n)
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + tab.name.quoted()
+	after := c.snap.prog.After
+	if len(after) == len(keys) {
+		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
+	} else {
+		after = nil
+	}
+	q += " ORDER BY " + strings.Join(keys, ", ") + " LIMIT " + strconv.Itoa(c.src.chunkRows)
+	rows, err := query(ctx, pg, q, after...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := query(ctx, pg, "SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE pg_xact_status(x) = 'committed' LIMIT 1")
+	if err != nil {
+		return nil, err
+	}
+	if len(committed) > 0 {
+		return nil, nil
+	}
+	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: len(rows) == c.src.chunkRows, keyAt: make(map[string]int, len(rows))}
+	keyIdx := tab.keyIndex()
+	for _, vals := range rows {
+		row := textRow(vals)
+		kv := make([][]byte, len(keyIdx))
+		for i, j := range keyIdx {
+			kv[i] = vals[j]
+		}
+		k.keyAt[keyOf(kv)] = len(k.rows)
+		k.rows = append(k.rows, row)
+	}
+	if n := len(rows); n > 0 {
+		for _, j := range keyIdx {
+			k.last = append(k.last, string(rows[n-1][j]))
+		}
+	}
+	return k, nil
+}
+
+// keyIndex returns the positions of the key columns among the columns.
+func (t *table) keyIndex() []int {
+	idx := make([]int, len(t.keys))
+	for i, k := range t.keys {
+		for j, n := range t.cols {
+			if n == k {
+				idx[i] = j
+			}
+		}
+	}
+	return idx
+}
+
+// parseSnapshot parses pg_snapshot's text form xmin:xmax:xip,... into the
+// 32-bit xids pgoutput reports.
+func parseSnapshot(s string) (xmax uint32, xip []uint32, err error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, nil, fmt.Errorf("cdc: snapshot %q: not xmin:xmax:xip", s)
+	}
+	x, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cdc: snapshot %q: %w", s, err)
+	}
+	if parts[2] != "" {
+		for _, p := range strings.Split(parts[2], ",") {
+			v, err := strconv.ParseUint(p, 10, 64)
+			if err != nil {
+				return 0, nil, fmt.Errorf("cdc: snapshot %q: %w", s, err)
+			}
+			xip = append(xip, uint32(v))
+		}
+	}
+	return uint32(x), xip, nil
+}
+
+// nextTable records the first table of the progress as read.
+func (c *conn) nextTable() {
+	w := &c.snap
+	delete(w.tabs, w.prog.Tables[0])
+	w.prog.Tables = w.prog.Tables[1:]
+	w.prog.After = nil
+	w.text = w.prog.encode()
+	if len(w.prog.Tables) == 0 && w.side != nil { // done: until the next backfill
+		closeQuietly(context.Background(), w.side)
+		w.side = nil
+	}
+}
+
+// observe drops the rows of the chunk in flight that a change the stream
+// delivers, by a transaction the chunk's snapshot does not see, is newer
+// than.
+func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
+	k := c.snap.chunk
+	if k == nil || k.reached || r.name != k.tab.name.String() || k.sees(c.xid) {
+		return
+	}
+	if op == Truncate {
+		clear(k.keyAt)
+		clear(k.rows)
+		return
+	}
+	found := false
+	for _, t := range []*pglogrepl.TupleData{old, new} {
+		if t == nil {
+			continue
+		}
+		kv := make([][]byte, 0, len(k.tab.keys))
+		for _, name := range k.tab.keys {
+			i := indexOf(r.names, name)
+			if i < 0 || i >= len(t.Columns) || t.Columns[i].DataType != pglogrepl.TupleDataTypeText {
+				kv = nil
+				break
+			}
+			kv = append(kv, t.Columns[i].Data)
+		}
+		if kv == nil {
+			continue
+		}
+		found = true
+		if i, ok := k.keyAt[keyOf(kv)]; ok {
+			k.rows[i] = nil
+		}
+	}
+	if !found { // the key was not sent (a TOASTed key left unchanged): read the chunk again
+		clear(k.rows)
+		k.redo = true
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// watermark notes a watermark message read at pos: the chunk whose it is
+// has every transaction its snapshot sees delivered before it.
+func (c *conn) watermark(content []byte, pos Cursor) {
+	if k := c.snap.chunk; k != nil && !k.reached && string(content) == k.mark {
+		k.reached, k.at = true, pos
+	}
+}
+
+// chunkRow returns the next row of a chunk whose watermark the stream
+// reached; ok is false when the chunk is done (and the progress moved past
+// it).
+func (c *conn) chunkRow() (ev Event, ok bool) {
+	w := &c.snap
+	k := w.chunk
+	for k.next < len(k.rows) {
+		row := k.rows[k.next]
+		k.next++
+		if row == nil {
+			continue
+		}
+		w.prog.After = w.prog.After[:0]
+		for _, j := range k.tab.keyIndex() {
+			w.prog.After = append(w.prog.After, string(row[j].Data))
+		}
+		w.prog.After = append([]string(nil), w.prog.After...)
+		w.text = w.prog.encode()
+		pos := Cursor{LSN: k.at.LSN, Index: k.at.Index, Row: k.next}
+		c.last = pos
+		last := true
+		for _, r := range k.rows[k.next:] {
+			if r != nil {
+				last = false
+				break
+			}
+		}
+		return Event{Op: Snapshot, Relation: k.tab.rel.name, New: Tuple{names: k.tab.rel.names, key: k.tab.rel.key, cols: row, rel: k.tab.rel},
+			LSN: k.at.LSN, Index: k.at.Index, TxEnd: last, Cursor: c.cursor(pos)}, true
+	}
+	w.chunk = nil
+	if k.redo {
+		return Event{}, false
+	}
+	w.prog.After = k.last
+	if !k.more {
+		c.nextTable()
+		return Event{}, false
+	}
+	w.text = w.prog.encode()
+	return Event{}, false
+}
+
+// snapshotProgress returns a Progress event when the progress moved since
+// the last cursor made (a chunk ended with rows dropped, a table was done
+// or gone), so that the Store learns it without waiting for a change. Its
+// position is just after the last event's.
+func (c *conn) snapshotProgress() (Event, bool) {
+	if c.snap.text == c.snap.sent || c.last.LSN == 0 {
+		return Event{}, false
+	}
+	pos := Cursor{LSN: c.last.LSN, Index: c.last.Index, Row: c.last.Row + 1}
+	c.last = pos
+	return Event{Op: Progress, LSN: pos.LSN, Index: pos.Index, Cursor: c.cursor(pos)}, true
+}

@@ -1,0 +1,345 @@
+package cdc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/resumable-go/resumable/errclass"
+)
+
+// defaultChunkRows is the number of rows a snapshot chunk reads unless told
+// otherwise.
+const defaultChunkRows = 10000
+
+// maxChunkRetry bounds the pause before a chunk refused for a concurrent
+// commit is read again.
+const maxChunkRetry = time.Second
+
+// WithSnapshot makes a stream's first start (a zero cursor) deliver every
+// row of every table the publication publishes, as [Snapshot] events, then
+// the changes committed since. A slot it creates exports its snapshot, and
+// the rows are read as of the slot's start, in key order, chunkRows at a
+// time (10000 when chunkRows is 0; a negative value makes NewSource fail).
+// Killed half-way, or with a slot that existed, the snapshot resumes from
+// its cursor's key in chunks interleaved with the changes, where a chunk
+// row that a delivered change is newer than is never delivered after it:
+// applied as upserts, snapshot rows and changes end equal to the tables.
+// Every published table needs a primary key or a replica identity index.
+// See docs/postgres.md for how it works and what it costs.
+func WithSnapshot(chunkRows int) SourceOption {
+	return sourceOption(func(s *Source) {
+		s.snapshot = true
+		switch {
+		case chunkRows < 0:
+			s.chunkRows = -1
+		case chunkRows > 0:
+			s.chunkRows = chunkRows
+		}
+	})
+}
+
+// Backfill asks the stream to read table (schema.name, or a name the
+// search path finds, quoted as SQL quotes identifiers) again, in key chunks
+// interleaved with its changes, as [Snapshot] events, as [WithSnapshot]
+// does: to deliver the earlier rows of a table added to the publication,
+// or to repair a consumer. The slot is neither dropped nor paused. The
+// request is kept by the Source until the stream's Store holds a cursor
+// taken after it, and from then by the cursors, so the backfill resumes
+// after a crash; a process that dies before must ask again.
+//
+// It checks the table on a connection of its own and returns an error when
+// it does not exist, is not published by the Source's publication, or has
+// neither a primary key nor a replica identity index (an error matching
+// [ErrInvalid] for the last two).
+func (s *Source) Backfill(ctx context.Context, table string) error {
+	pg, err := pgconn.ConnectConfig(ctx, s.queryConfig())
+	if err != nil {
+		return classify(fmt.Errorf("cdc: Backfill: connecting: %w", err))
+	}
+	defer closeQuietly(ctx, pg)
+	name, err := resolveTable(ctx, pg, table)
+	if err != nil {
+		return fmt.Errorf("cdc: Backfill: %w", err)
+	}
+	if _, err := s.describe(ctx, pg, name); err != nil {
+		return fmt.Errorf("cdc: Backfill: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.requests {
+		if r.table == name {
+			return nil
+		}
+	}
+	s.requests = append(s.requests, request{table: name})
+	s.pending.Store(int32(len(s.requests)))
+	return nil
+}
+
+// request is a backfill asked for: taken is set when a connection added
+// it to its progress, since the position of its last event then.
+type request struct {
+	table tableName
+	taken bool
+	since Cursor
+}
+
+// tableName is a table's schema and name.
+type tableName [2]string
+
+func (t tableName) String() string { return t[0] + "." + t[1] }
+
+// quoted returns the table's name quoted for SQL.
+func (t tableName) quoted() string { return quoteIdent(t[0]) + "." + quoteIdent(t[1]) }
+
+// progress is the state of the snapshot and the backfills of a stream, as a
+// Cursor's Snapshot holds it (JSON).
+type progress struct {
+	Tables []tableName `json:"t"`           // tables to read; the first is being read
+	After  []string    `json:"k,omitempty"` // key of the last row delivered of Tables[0]; none: from the first
+}
+
+// encode returns p as a Cursor's Snapshot: empty when nothing is left.
+func (p progress) encode() string {
+	if len(p.Tables) == 0 {
+		return ""
+	}
+	// As json.Marshal writes it, without its reflection: once per row.
+	b := make([]byte, 0, 64)
+	b = append(b, `{"t":[`...)
+	for i, t := range p.Tables {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONText(b, t[0])
+		b = append(b, ',')
+		b = appendJSONText(b, t[1])
+		b = append(b, ']')
+	}
+	b = append(b, ']')
+	if len(p.After) > 0 {
+		b = append(b, `,"k":[`...)
+		for i, k := range p.After {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONText(b, k)
+		}
+		b = append(b, ']')
+	}
+	return string(append(b, '}'))
+}
+
+// prefix returns the encoding of p up to its key's first value: a key is
+// appended to it by progressAt.
+func (p progress) prefix() string {
+	q := progress{Tables: p.Tables, After: []string{""}}
+	s := q.encode()
+	return s[:len(s)-len(`""]}`)]
+}
+
+// appendJSONText appends s as a JSON string.
+func appendJSONText[S ~string | ~[]byte](b []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// decodeProgress reads a Cursor's Snapshot.
+func decodeProgress(s string) (progress, error) {
+	var p progress
+	if s == "" {
+		return p, nil
+	}
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return p, fmt.Errorf("cdc: cursor's snapshot progress %q: %w", s, err)
+	}
+	return p, nil
+}
+
+// has reports whether t is still to be read.
+func (p progress) has(t tableName) bool { return slices.Contains(p.Tables, t) }
+
+// table is what a chunk needs to know of a table.
+type table struct {
+	name   tableName
+	cols   []string // the published columns, in order
+	keys   []string // the key columns, in key order
+	keyIdx []int    // the positions of the key columns among cols
+	rel    *relation
+}
+
+// chunk is a chunk of rows read at a snapshot S and waiting for the
+// stream to reach its watermark W, emitted just after S was taken. Until
+// then every change of the table by a transaction S does not see drops
+// the row of its key; at W every transaction S sees has been delivered, so
+// the rows left are no older than anything delivered for their keys.
+type chunk struct {
+	tab   *table
+	rows  [][]*pglogrepl.TupleDataColumn // nil: dropped
+	keyAt map[string]int                 // key (see keyOf) → row
+	last  []string                       // key of the last row read
+	more  bool                           // the chunk was full: rows may follow
+	redo  bool                           // a change of an unknown key: read the chunk again
+
+	xmax uint32   // S's xmax: xids from it are not seen by S
+	xip  []uint32 // the xids S sees as running
+
+	mark    string // the watermark's content
+	reached bool   // the stream reached the watermark
+	at      Cursor // the watermark's position
+	next    int    // the next row to deliver
+}
+
+// sees reports whether snapshot S sees the effects of transaction xid
+// (which committed).
+func (k *chunk) sees(xid uint32) bool {
+	return int32(xid-k.xmax) < 0 && !slices.Contains(k.xip, xid)
+}
+
+// queryConfig returns the configuration of a plain (not replication)
+// connection to the Source's database.
+func (s *Source) queryConfig() *pgconn.Config {
+	cfg := s.cfg.Copy()
+	delete(cfg.RuntimeParams, "replication")
+	return cfg
+}
+
+// closeQuietly closes pg, bounded by closeTimeout.
+func closeQuietly(ctx context.Context, pg *pgconn.PgConn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	_ = pg.Close(cctx)
+}
+
+// query runs sql with text params on pg and returns its rows.
+func query(ctx context.Context, pg *pgconn.PgConn, sql string, params ...string) ([][][]byte, error) {
+	args := make([][]byte, len(params))
+	for i, p := range params {
+		args[i] = []byte(p)
+	}
+	res := pg.ExecParams(ctx, sql, args, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return res.Rows, nil
+}
+
+// resolveTable finds the table name names.
+func resolveTable(ctx context.Context, pg *pgconn.PgConn, name string) (tableName, error) {
+	rows, err := query(ctx, pg, "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass", name)
+	if err != nil {
+		return tableName{}, classify(fmt.Errorf("table %q: %w", name, err))
+	}
+	if len(rows) != 1 {
+		return tableName{}, errclass.Permanent(fmt.Errorf("table %q: not found", name))
+	}
+	return tableName{string(rows[0][0]), string(rows[0][1])}, nil
+}
+
+// errNoTable is the failure of describe for a table that no longer exists.
+var errNoTable = errors.New("cdc: no such table")
+
+// errNotPublished is the failure of describe for a table the publication
+// does not publish (any longer).
+var errNotPublished = fmt.Errorf("not published: %w", ErrInvalid)
+
+// describe reads what a chunk needs to know of t: its published columns and
+// its key. It fails with an error matching ErrInvalid when t is not
+// published or has no key, and errNoTable when it is gone.
+func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (*table, error) {
+	rows, err := query(ctx, pg, `SELECT a.attname, a.atttypid::int8, a.atttypmod::int8,
+		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)
+	FROM pg_publication_tables p
+	JOIN pg_namespace n ON n.nspname = p.schemaname
+	JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+	JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY(p.attnames)
+	LEFT JOIN LATERAL (SELECT indkey FROM pg_index WHERE indrelid = c.oid AND (indisreplident OR indisprimary) ORDER BY indisreplident DESC LIMIT 1) i ON true
+	WHERE p.pubname = $1 AND p.schemaname = $2 AND p.tablename = $3
+	ORDER BY a.attnum`, s.pub, t[0], t[1])
+	if err != nil {
+		return nil, classify(fmt.Errorf("describing %s: %w", t, err))
+	}
+	if len(rows) == 0 {
+		exists, err := query(ctx, pg, "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2", t[0], t[1])
+		if err != nil {
+			return nil, classify(fmt.Errorf("describing %s: %w", t, err))
+		}
+		if len(exists) == 0 {
+			return nil, fmt.Errorf("%s: %w", t, errNoTable)
+		}
+		return nil, fmt.Errorf("table %s, publication %q: %w", t, s.pub, errNotPublished)
+	}
+	tab := &table{name: t, rel: &relation{name: t.String()}}
+	keyAt := map[int]string{}
+	for _, r := range rows {
+		name := string(r[0])
+		oid, _ := strconv.ParseUint(string(r[1]), 10, 32)
+		mod, _ := strconv.ParseInt(string(r[2]), 10, 32)
+		pos, _ := strconv.Atoi(string(r[3]))
+		tab.cols = append(tab.cols, name)
+		tab.rel.names = append(tab.rel.names, name)
+		tab.rel.oids = append(tab.rel.oids, uint32(oid))
+		tab.rel.mods = append(tab.rel.mods, int32(mod))
+		tab.rel.key = append(tab.rel.key, pos > 0)
+		if pos > 0 {
+			keyAt[pos] = name
+		}
+	}
+	for i := 1; i <= len(keyAt); i++ {
+		k, ok := keyAt[i]
+		if !ok {
+			break
+		}
+		tab.keys = append(tab.keys, k)
+	}
+	if len(tab.keys) == 0 || len(tab.keys) != len(keyAt) {
+		return nil, fmt.Errorf("table %s has no primary key or replica identity index among its published columns: %w", t, ErrInvalid)
+	}
+	tab.keyIdx = tab.keyIndex()
+	return tab, nil
+}
+
+// publishedTables lists the tables the publication publishes.
+func (s *Source) publishedTables(ctx context.Context, pg *pgconn.PgConn) ([]tableName, error) {
+	rows, err := query(ctx, pg, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2", s.pub)
+	if err != nil {
+		return nil, classify(fmt.Errorf("cdc: tables of publication %q: %w", s.pub, err))
+	}
+	var ts []tableName
+	for _, r := range rows {
+		ts = append(ts, tableName{string(r[0]), string(r[1])})
+	}
+	return ts, nil
+}
+
+// keyOf returns the key of a row as one string: the text of its key
+// columns, each preceded by its length.
+func keyOf(vals [][]byte) string {
+	var b []byte
+	for _, v := range vals {
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return string(b)
+}
