@@ -278,9 +278,12 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}
-		c, kind, moves, err := r.take(ev, r.cur())
-		if err != nil {
-			return o.final(err)
+		c, err := r.extract(ev) // take, its common case spelled out: generic calls do not inline
+		kind, moves := handled, true
+		if err != nil || r.order != nil {
+			if kind, moves, err = r.judge(c, err, r.cur()); err != nil {
+				return o.final(err)
+			}
 		}
 		a := finished
 		switch kind {
@@ -288,8 +291,10 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			r.skip()
 			continue
 		case handled:
-			if kind, a, err = r.inline(ctx, handle, ev, c); a == fail {
-				return o.final(err)
+			if err := handle(ctx, ev); err != nil { // the step's first try; the rest is inline's
+				if kind, a, err = r.retried(ctx, handle, ev, c, err); a == fail {
+					return o.final(err)
+				}
 			}
 		}
 		err = r.commit(ctx, c, kind, moves)
@@ -681,7 +686,7 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 		r.st.unsaved++
 	}
 	save := moved && !r.st.saveFailed && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
-	if save && r.win.Load() != nil { // the window saves in the background, one save at a time
+	if save && r.handlers > 1 { // the window saves in the background, one save at a time
 		r.st.saveDue, save = true, false
 	}
 	if save {

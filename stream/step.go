@@ -150,6 +150,11 @@ func (r *Resumer[T, C]) inline(ctx context.Context, handle handler[T], ev T, c C
 	if err == nil { // the per-event path ends here
 		return handled, finished, nil
 	}
+	return r.retried(ctx, handle, ev, c, err)
+}
+
+// retried is inline after a first try that failed with err.
+func (r *Resumer[T, C]) retried(ctx context.Context, handle handler[T], ev T, c C, err error) (eventKind, action, error) {
 	s := slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err}
 	for {
 		a, err := r.after(ctx, &s)
