@@ -43,6 +43,9 @@ const (
 	// roleCrash consumes the feed, printing each event's sequence number
 	// inside its transaction, before the commit.
 	roleCrash = "crash"
+	// roleBatch is roleCrash through RunBatch and TransactionalBatch
+	// (batches of up to 100, whatever was read when the handler is free).
+	roleBatch = "batch"
 	// roleZombie loads the cursor, prints "ready", waits for a line on its
 	// stdin, then consumes the feed from the cursor it loaded, as a process
 	// that was paused would; it prints "handled N" at the end.
@@ -93,7 +96,7 @@ func child(role string) error {
 			return err
 		}
 		handled++
-		if role == roleCrash {
+		if role == roleCrash || role == roleBatch {
 			_, err := fmt.Fprintln(os.Stdout, e.Seq)
 			return err
 		}
@@ -110,11 +113,25 @@ func child(role string) error {
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			return err
 		}
-	case roleCrash:
+	case roleCrash, roleBatch:
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
 	src := streamtest.NewSource(make([]struct{}, n))
+	if role == roleBatch {
+		r, err := stream.New(src, streamtest.Extract[struct{}], store, stream.WithBatch(100, 0))
+		if err != nil {
+			return err
+		}
+		return r.RunBatch(ctx, postgres.TransactionalBatch(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, evs []event) error {
+			for _, e := range evs {
+				if err := fn(ctx, tx, e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
 	r, err := stream.New(src, streamtest.Extract[struct{}], store)
 	if err != nil {
 		return err

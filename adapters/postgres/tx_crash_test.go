@@ -81,7 +81,16 @@ func TestZombieExactlyOnce(t *testing.T) {
 // with SIGKILL at random moments (inside its transactions, between them,
 // during commits), then runs one to the end: every event's effect exists
 // exactly once, in a table without a unique constraint.
-func TestCrashExactlyOnce(t *testing.T) {
+func TestCrashExactlyOnce(t *testing.T) { crashExactlyOnce(t, roleCrash) }
+
+// TestBatchCrashExactlyOnce is TestCrashExactlyOnce through RunBatch and
+// TransactionalBatch: killed inside a batch's transaction, between batches
+// or during a commit, every event's effect exists exactly once.
+func TestBatchCrashExactlyOnce(t *testing.T) { crashExactlyOnce(t, roleBatch) }
+
+// crashExactlyOnce kills a child in role at random moments, then runs one
+// to the end, and checks the effects.
+func crashExactlyOnce(t *testing.T, role string) {
 	const n = 10000
 	kills := 5
 	if v := os.Getenv(envCrashKills); v != "" {
@@ -97,11 +106,11 @@ func TestCrashExactlyOnce(t *testing.T) {
 	dsn := newDB(t)
 	pool, _ := newPool(t, dsn)
 	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
-	env := []string{envDSN, dsn, envStream, "crash", envEffects, "effects", envEvents, strconv.Itoa(n)}
+	env := []string{envDSN, dsn, envStream, role, envEffects, "effects", envEvents, strconv.Itoa(n)}
 	span := n / (kills + 1) // a life handles up to span events: about half the feed is left for the last run
 	killed, last := 0, int64(0)
 	for killed < kills {
-		cmd, out, in := startChild(t, roleCrash, env...)
+		cmd, out, in := startChild(t, role, env...)
 		defer in.Close()
 		target := int64(-1)
 		for out.Scan() {
@@ -123,7 +132,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 		}
 		killed++
 	}
-	cmd, out, in := startChild(t, roleCrash, env...)
+	cmd, out, in := startChild(t, role, env...)
 	defer in.Close()
 	for out.Scan() {
 	}
@@ -133,7 +142,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 	if got, dups := effects(t, pool, "effects"); got != want(n) || len(dups) != 0 {
 		t.Errorf("effects after %d kills = %s, duplicates %v; want %s", killed, got, dups, want(n))
 	}
-	if got := load(t, newStore(t, pool, "crash")); got != n {
+	if got := load(t, newStore(t, pool, role)); got != n {
 		t.Errorf("stored cursor = %d, want %d", got, n)
 	}
 }
