@@ -31,6 +31,13 @@
 //     Transactional itself ([WithTxRetry]); every other error of fn ends
 //     Run like any handler error.
 //
+// [TransactionalBatch] is Transactional for stream.Resumer.RunBatch: a
+// batch's effects and its last cursor in one transaction.
+//
+// [NewOutbox] reads an outbox table as a gap-free stream.Source with
+// nothing but SELECT: rows by transaction visibility, never by id alone, so
+// a row committed out of id order is never skipped (docs/outbox.md).
+//
 // Logical replication (reading a publication as a stream.Source) is
 // package [github.com/resumable-go/resumable/adapters/postgres/cdc].
 //
