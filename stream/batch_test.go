@@ -45,6 +45,19 @@ func (b *batches) sizes() []int {
 	return n
 }
 
+// runLive starts r.RunBatch on a live stream, recording its batches; stop
+// cancels it and returns what RunBatch returned.
+func runLive(r *stream.Resumer[ev, int64]) (b *batches, stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b = &batches{}
+	done := make(chan error, 1)
+	go func() { done <- r.RunBatch(ctx, b.record) }()
+	return b, func() error {
+		cancel()
+		return <-done
+	}
+}
+
 // A batch is handed over when full, and at the end of the stream, and the
 // cursor of its last event is committed once per batch.
 func TestRunBatchFullAndEnd(t *testing.T) {
@@ -75,10 +88,7 @@ func TestRunBatchLinger(t *testing.T) {
 		src := streamtest.NewSource(letters(3))
 		src.SetEndOfLog(streamtest.Wait)
 		r := newResumer(t, src, stream.WithBatch(100, time.Second))
-		ctx, cancel := context.WithCancel(context.Background())
-		var b batches
-		done := make(chan error)
-		go func() { done <- r.RunBatch(ctx, b.record) }()
+		b, stop := runLive(r)
 		time.Sleep(999 * time.Millisecond)
 		synctest.Wait()
 		if n := len(b.sizes()); n != 0 {
@@ -89,8 +99,7 @@ func TestRunBatchLinger(t *testing.T) {
 		if diff := cmp.Diff([]int{3}, b.sizes()); diff != "" {
 			t.Fatalf("batch sizes after the linger (-want +got):\n%s", diff)
 		}
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("RunBatch() = %v, want %v", err, context.Canceled)
 		}
 		if got := r.Cursor(); got != 3 {
@@ -106,16 +115,12 @@ func TestRunBatchNoLinger(t *testing.T) {
 		src := streamtest.NewSource(letters(1))
 		src.SetEndOfLog(streamtest.Wait)
 		r := newResumer(t, src, stream.WithBatch(100, 0))
-		ctx, cancel := context.WithCancel(context.Background())
-		var b batches
-		done := make(chan error)
-		go func() { done <- r.RunBatch(ctx, b.record) }()
+		b, stop := runLive(r)
 		synctest.Wait()
 		if diff := cmp.Diff([]int{1}, b.sizes()); diff != "" {
 			t.Fatalf("batch sizes (-want +got):\n%s", diff)
 		}
-		cancel()
-		<-done
+		_ = stop()
 	})
 }
 
@@ -270,13 +275,9 @@ func TestRunBatchEnd(t *testing.T) {
 		src := streamtest.NewSource(log)
 		src.SetEndOfLog(streamtest.Wait)
 		r := newResumer(t, src, stream.WithBatch(4, 0), stream.WithBatchEnd(func(e ev) bool { return e.Value == "end" }))
-		ctx, cancel := context.WithCancel(context.Background())
-		var b batches
-		done := make(chan error)
-		go func() { done <- r.RunBatch(ctx, b.record) }()
+		b, stop := runLive(r)
 		synctest.Wait()
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("RunBatch() = %v, want %v", err, context.Canceled)
 		}
 		want := [][]int64{seqs(1, 3), seqs(4, 5), seqs(6, 9), seqs(10, 11)}
@@ -292,13 +293,9 @@ func TestRunBatchCancelled(t *testing.T) {
 		src := streamtest.NewSource(letters(3))
 		src.SetEndOfLog(streamtest.Wait)
 		r := newResumer(t, src, stream.WithBatch(10, time.Hour))
-		ctx, cancel := context.WithCancel(context.Background())
-		var b batches
-		done := make(chan error)
-		go func() { done <- r.RunBatch(ctx, b.record) }()
+		b, stop := runLive(r)
 		synctest.Wait()
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("RunBatch() = %v, want %v", err, context.Canceled)
 		}
 		if len(b.got) != 0 || r.Cursor() != 0 {

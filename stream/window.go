@@ -342,9 +342,10 @@ func (w *window[T, C]) reset() {
 	}
 }
 
-// await waits for one try to finish, or for ctx to end (which halts the
-// window), then commits what it can. It reports a failed save.
-func (r *Resumer[T, C]) await(ctx context.Context, w *window[T, C], ctxDone <-chan struct{}) (commits int, err error) {
+// await waits, during a replay, for one try to finish or for ctx to end
+// (which halts the window), then advances over what finished: replayed
+// slots commit no cursor, so nothing is saved.
+func (r *Resumer[T, C]) await(ctx context.Context, w *window[T, C], ctxDone <-chan struct{}) {
 	select {
 	case i := <-w.done:
 		r.guard.wd.active()
@@ -352,7 +353,7 @@ func (r *Resumer[T, C]) await(ctx context.Context, w *window[T, C], ctxDone <-ch
 	case <-ctxDone:
 		w.halt(ctx.Err())
 	}
-	return r.advance(ctx, w)
+	_, _ = r.advance(ctx, w)
 }
 
 // finishReady takes back every try that finished meanwhile, without
@@ -563,7 +564,7 @@ func (r *Resumer[T, C]) windowEnd(ctx context.Context, e outcome, w *window[T, C
 // it returns the first handler failure (or ErrStop).
 func (r *Resumer[T, C]) replayed(ctx context.Context, w *window[T, C], ev T) error {
 	for w.full() && !w.halted.Load() && w.stopAt == 0 {
-		_, _ = r.await(ctx, w, ctx.Done()) // replayed slots commit no cursor
+		r.await(ctx, w, ctx.Done())
 	}
 	if err := r.replayErr(ctx, w); err != nil {
 		return err
@@ -582,7 +583,7 @@ func (r *Resumer[T, C]) settleReplay(ctx context.Context, w *window[T, C]) error
 			w.halt(ctx.Err())
 			ctxDone = nil
 		}
-		_, _ = r.await(ctx, w, ctxDone)
+		r.await(ctx, w, ctxDone)
 	}
 	return r.replayErr(ctx, w)
 }

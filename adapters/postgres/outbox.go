@@ -561,19 +561,8 @@ func closeConn(pg *pgx.Conn) {
 	pg.Close(ctx)
 }
 
-// invalidf returns an error matching ErrInvalid and stream.ErrInvalidOption.
+// invalidf returns an error matching ErrInvalid (and so
+// stream.ErrInvalidOption), as the Store's constructor does.
 func invalidf(format string, args ...any) error {
-	err := fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
-	if errors.Is(err, stream.ErrInvalidOption) {
-		return err
-	}
-	return invalidError{err}
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
-
-// invalidError makes an error wrapping ErrInvalid match
-// stream.ErrInvalidOption as well.
-type invalidError struct{ error }
-
-func (e invalidError) Unwrap() error { return e.error }
-
-func (e invalidError) Is(target error) bool { return target == stream.ErrInvalidOption }

@@ -110,10 +110,11 @@ func TestTransactionalBatch(t *testing.T) {
 }
 
 // BenchmarkTransactionalBatch compares, per event, with synchronous_commit
-// on: per-event Transactional; TransactionalBatch with batches of 100 (each
-// followed by the Resumer's Save of its last cursor); and a hand-written
-// batch loop doing the same work (BEGIN, the cursor's compare-and-set, the
-// batch's inserts, COMMIT). Report events/s of each side by side.
+// on: TransactionalBatch with batches of 100 (each followed by the
+// Resumer's Save of its last cursor) and a hand-written batch loop doing
+// the same work (BEGIN, the cursor's compare-and-set, the batch's inserts,
+// COMMIT). Run it with BenchmarkTransactional (-bench 'Transactional')
+// for per-event Transactional beside it.
 func BenchmarkTransactionalBatch(b *testing.B) {
 	const size = 100
 	batchOf := func(from int) []event {
@@ -123,29 +124,6 @@ func BenchmarkTransactionalBatch(b *testing.B) {
 		}
 		return evs
 	}
-	b.Run("transactional-per-event", func(b *testing.B) {
-		pool := benchPool(b, "on")
-		s, err := postgres.NewStore(pool, "bench", cursor.Int64(), 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		handle := postgres.Transactional(s, streamtest.Extract[struct{}], insertEffect)
-		ctx := ctxFor(b)
-		if _, err := s.Load(ctx); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		for i := range b.N {
-			e := event{Seq: int64(i + 1)}
-			if err := handle(ctx, e); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Save(ctx, e.Seq); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	})
 	b.Run("batch=100", func(b *testing.B) {
 		pool := benchPool(b, "on")
 		s, err := postgres.NewStore(pool, "bench", cursor.Int64(), 0)
