@@ -14,6 +14,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
@@ -595,8 +596,9 @@ func TestConcurrencyCancellation(t *testing.T) {
 	})
 }
 
-// A connection that ends or breaks waits for the running handlers, then
-// reopens after the last event read: no event is handed over twice in one
+// A connection that breaks waits for the running handlers; one that ends
+// cleanly does not: the next Open proceeds while they run. Either way the
+// reopen is after the last event read: no event is handed over twice in one
 // Run, and per-key order holds across the reconnects.
 func TestConcurrencyConnectionFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -608,11 +610,10 @@ func TestConcurrencyConnectionFailures(t *testing.T) {
 			streamtest.Step{Kind: streamtest.BreakAfter, K: 11},
 			streamtest.Step{Kind: streamtest.DelayAfter, K: 3, Delay: time.Second},
 		)
-		var tr *ccTracker
+		var r *stream.Resumer[ev, int64]
+		var committed []int64 // per Open, the committed cursor
 		checked := stream.SourceFunc[ev, int64](func(ctx context.Context, after int64) (stream.Conn[ev], error) {
-			if running, _, _ := tr.snapshot(); running != 0 {
-				t.Errorf("Open(%d) with %d handlers running", after, running)
-			}
+			committed = append(committed, r.Cursor())
 			return src.Open(ctx, after)
 		})
 		r, tr, store := newTracked(t, checked, ccSetup{n: 4, keys: 3})
@@ -627,6 +628,15 @@ func TestConcurrencyConnectionFailures(t *testing.T) {
 		if diff := cmp.Diff([]int64{0, 7, 12, 12, 23, 26}, after); diff != "" {
 			t.Errorf("Open cursors (-want +got):\n%s", diff)
 		}
+		// The third Open follows the clean end after 12: its events are
+		// still in their handlers (they take fake time, the Open none), so
+		// the committed cursor is behind. The others follow a break, a
+		// failed Open or a server's delay: the window settled first.
+		for i, c := range committed {
+			if pipelined := i == 2; pipelined != (c < after[i]) {
+				t.Errorf("Open %d after %d with the committed cursor at %d; want it behind: %v", i, after[i], c, pipelined)
+			}
+		}
 		if _, most, _ := tr.snapshot(); most < 2 {
 			t.Errorf("at most %d handler ran at once, want several", most)
 		}
@@ -634,6 +644,70 @@ func TestConcurrencyConnectionFailures(t *testing.T) {
 			t.Errorf("saved cursor %d, want 60", got)
 		}
 	})
+}
+
+// Every final path settles a window left running by a clean end: after an
+// Open that fails for good, Run returns once every event read was handled
+// and saved; when ctx ends during that Open, once the running handlers
+// returned (no queued event starts), with their prefix saved. No event is
+// handed over twice.
+func TestConcurrencyPipelinedEndSettles(t *testing.T) {
+	errGone := errors.New("feed gone")
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context, cancel context.CancelFunc) error // the second Open's result
+		want error
+		all  bool // every event read is handled
+	}{
+		{"open fails for good", func(context.Context, context.CancelFunc) error { return errclass.Permanent(errGone) }, errGone, true},
+		{"ctx ends in the open", func(ctx context.Context, cancel context.CancelFunc) error {
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}, context.Canceled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				log := letters(20)
+				src := streamtest.NewSource(log, streamtest.Step{Kind: streamtest.EndAfter, K: 8})
+				var r *stream.Resumer[ev, int64]
+				var behind int64 = -1 // the committed cursor at the second Open
+				checked := stream.SourceFunc[ev, int64](func(ctx context.Context, after int64) (stream.Conn[ev], error) {
+					if len(src.Opens()) == 0 {
+						return src.Open(ctx, after)
+					}
+					if after != 8 {
+						t.Errorf("second Open after %d, want 8 (the last event read)", after)
+					}
+					behind = r.Cursor()
+					return nil, tc.open(ctx, cancel)
+				})
+				r, tr, store := newTracked(t, checked, ccSetup{n: 4, keys: 3})
+				if err := r.Run(ctx, tr.handler(ccSleep)); !errors.Is(err, tc.want) {
+					t.Fatalf("Run() = %v, want %v", err, tc.want)
+				}
+				if behind < 0 || behind >= 8 {
+					t.Errorf("the committed cursor was %d at the second Open, want it behind 8 (the events still in their handlers)", behind)
+				}
+				want := int64(8)
+				if tc.all {
+					tr.checkAllOnce(log[:8])
+				} else {
+					tr.mu.Lock()
+					want = tr.prefix // the end of the finished events' prefix
+					tr.mu.Unlock()
+				}
+				if got, saved := r.Cursor(), store.saved(t); got != want || saved != want {
+					t.Errorf("Cursor() = %d, saved %d; want %d, %d", got, saved, want, want)
+				}
+				if st := r.Stats(); st.InFlight != 0 {
+					t.Errorf("Stats().InFlight = %d after Run, want 0", st.InFlight)
+				}
+			})
+		})
+	}
 }
 
 // Random fault scripts: every event handed over once per Run, per-key order

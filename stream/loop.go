@@ -40,6 +40,7 @@ type outcome struct {
 	opened   bool // Open succeeded
 	moved    bool // the connection moved the stream: a committed cursor differed from the one before
 	commits  int  // cursors the connection committed
+	read     int  // events the connection read into the window (WithConcurrency)
 	noResync bool // the Load or a resync failed: an Expired verdict cannot resync
 }
 
@@ -101,15 +102,18 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 		r.win.Store(w)
 		defer r.win.Store(nil)
 	}
-	return r.loop(ctx, handle)
+	return r.settle(ctx, r.loop(ctx, handle))
 }
 
 // loop is the one loop: load, open and drain a connection; then decide —
 // return, resync, or wait and open again.
 func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 	for {
-		o := r.saveBehind(ctx, r.connect(ctx, handle))
-		if o.end == finalEnd {
+		o := r.connect(ctx, handle)
+		if o.end != cleanEnd || ctx.Err() != nil {
+			o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
+		}
+		if o = r.saveBehind(ctx, o); o.end == finalEnd {
 			return o
 		}
 		if ctx.Err() != nil { // shutdown is no failure: nothing to count or hook
@@ -128,6 +132,11 @@ func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 		if v.stop {
 			o.err = v.err
 			return o
+		}
+		if v.delay > 0 { // no events wait uncommitted through a delay
+			if o = r.settle(ctx, o); o.end == finalEnd {
+				return o
+			}
 		}
 		if err := wait.Sleep(ctx, v.delay); err != nil {
 			return o.final(err)
@@ -165,7 +174,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 			return endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
 		}
 	}
-	after := r.cur()
+	after := r.resumeAt()
 	r.st.saveFailed = false
 	conn, err := r.src.Open(ctx, after)
 	switch {
@@ -185,22 +194,23 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 		r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt})
 	}
 	o := r.drain(ctx, conn, handle)
-	o.moved = r.movedFrom(after, o.commits)
+	o.moved = r.movedFrom(after, o.commits+o.read)
 	return o
 }
 
-// movedFrom reports whether the committed cursor moved from before, after
-// commits commits: compared once per connection, by the cursor order or by
-// == when C has one; a connection that committed anything counts as moved
-// when cursors cannot be compared.
-func (r *Resumer[T, C]) movedFrom(before C, commits int) bool {
+// movedFrom reports whether the connection moved the stream from before,
+// after it committed or read n events: whether the cursor the next Open
+// asks for differs, compared once per connection by the cursor order or by
+// == when C has one; a connection that committed or read anything counts
+// as moved when cursors cannot be compared.
+func (r *Resumer[T, C]) movedFrom(before C, n int) bool {
 	switch {
-	case commits == 0:
+	case n == 0:
 		return false
 	case r.order != nil:
-		return r.order(r.cur(), before) != 0
+		return r.order(r.resumeAt(), before) != 0
 	case r.equal != nil:
-		return !r.equal(r.cur(), before)
+		return !r.equal(r.resumeAt(), before)
 	}
 	return true
 }
@@ -230,6 +240,9 @@ func (r *Resumer[T, C]) load(ctx context.Context) outcome {
 func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
 	if o.end == finalEnd || o.end == saveFailed || r.st.unsaved == 0 {
 		return o
+	}
+	if w := r.win.Load(); w != nil && (!w.empty() || w.saving) {
+		return o // the window saves on, on its saver
 	}
 	if ctx.Err() != nil {
 		return o.final(ctx.Err())
@@ -526,7 +539,7 @@ func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Durat
 		}
 	}
 	if r.hooks.OnRetry != nil {
-		r.hooks.OnRetry(RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.cur()})
+		r.hooks.OnRetry(RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.resumeAt()})
 	}
 	lvl, msg := zapcore.InfoLevel, "stream failed; retrying"
 	if r.st.attempt == 0 { // a clean end is never a failure

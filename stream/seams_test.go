@@ -891,3 +891,44 @@ func TestSeamX3EventsCountOnlyACompletedReplay(t *testing.T) {
 		})
 	}
 }
+
+// Found by TestCombinations after the window stopped draining at clean
+// ends: a try that ends in a park (WithDeadLetter) frees its handler, but
+// nothing started the next ready event until another try finished. With
+// every running try parked and reading stopped (the window full, or the
+// stream's end read), the run waited for ever.
+func TestSeamX4AParkFreesItsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		src := streamtest.NewSource(letters(3))
+		var mu sync.Mutex
+		began := map[int64]time.Duration{}
+		r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithConcurrency(2),
+			stream.WithDeadLetter(func(context.Context, ev, error) error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Run(context.Background(), func(_ context.Context, e ev) error {
+			mu.Lock()
+			began[e.Seq] = time.Since(start)
+			mu.Unlock()
+			switch e.Seq {
+			case 1: // holds the head of the window
+				time.Sleep(30 * time.Millisecond)
+			case 2: // spent at once: parked once it heads the window
+				time.Sleep(10 * time.Millisecond)
+				return errclass.Permanent(errors.New("poison"))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if got := began[3]; got != 10*time.Millisecond {
+			t.Errorf("event 3 started at %v, want 10ms: when event 2's try ended in a park", got)
+		}
+		if st := r.Stats(); st.Cursor != 3 || st.Parked != 1 {
+			t.Errorf("Stats() Cursor = %d, Parked = %d, want 3, 1", st.Cursor, st.Parked)
+		}
+	})
+}

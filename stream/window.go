@@ -263,7 +263,8 @@ func (r *Resumer[T, C]) finish(ctx context.Context, w *window[T, C], i int32) {
 		return
 	case park:
 		s.state = parking
-		return // its key is released once it is parked
+		w.startReady() // its handler is free; its key is released once it is parked
+		return
 	case fail:
 		s.state = queued
 		w.halt(err)
@@ -437,23 +438,43 @@ func (k *keys[T, K]) clear() {
 // readWindow is drain's loop under WithConcurrency: a reader goroutine
 // receives events while the loop takes them into the window and commits
 // the contiguous prefix of finished ones. Reading pauses while the window
-// is full. When the connection ends, every event already read is handled
-// before the end is reported, so the reopen starts after the last event
-// read and no event is handed over twice in one Run.
+// is full. When the connection ends cleanly after reading, the events in
+// flight stay in their handlers while the loop opens the next connection
+// after the last event read (see resumeAt); any other end settles the
+// window first. So no event is handed over twice in one Run.
 func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[T, C]) outcome {
-	o := outcome{opened: true}
 	q := readAhead(ctx, conn, len(w.slots))
 	defer q.stop(conn)
+	return r.windowLoop(ctx, q, w, nil)
+}
 
-	var end *outcome // how the connection ended, once reading stopped
+// settle waits until the window's events read before o ended a try have
+// finished and committed, and the save in flight returned; a handler's
+// failure, panic or stop then ends Run. It is a no-op without a window, or
+// with nothing left in it.
+func (r *Resumer[T, C]) settle(ctx context.Context, o outcome) outcome {
+	w := r.win.Load()
+	if w == nil || (w.empty() && !w.saving) {
+		return o
+	}
+	return r.windowLoop(ctx, nil, w, &o)
+}
+
+// windowLoop runs the window: it takes events from q (nil: nothing more to
+// read) until the connection ends, and returns once the window settled, or
+// at once after a clean end that read events and left nothing failed.
+// end, when not nil, is how the try already ended.
+func (r *Resumer[T, C]) windowLoop(ctx context.Context, q *ahead[T], w *window[T, C], end *outcome) outcome {
+	o := outcome{opened: true}
 	stopReading := func(e outcome) {
 		if end == nil {
 			end = &e
 		}
 	}
 	ctxDone := ctx.Done()
-	last := r.cur()
+	last := r.resumeAt()
 	paused := false
+	commits := 0
 	for {
 		for end == nil && !r.held(w) && q.ready() {
 			rv := q.take()
@@ -473,10 +494,11 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 				continue
 			}
 			last = c
+			o.read++
 			w.add(rv.ev, c, kind, moves)
 		}
 		n, err := r.advance(ctx, w)
-		o.commits += n
+		commits += n
 		r.startSave(w)
 		switch {
 		case err != nil && end == nil:
@@ -488,13 +510,16 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 		case w.stopAt != 0: // finish what runs before the stopping event
 			stopReading(o.final(nil))
 		}
+		if end != nil && end.end == cleanEnd && end.read > 0 && !w.halted.Load() && w.stopAt == 0 {
+			break // pipelined: the next connection opens while these run
+		}
 		if end != nil && w.settled() {
-			if w.saving { // the connection's end waits for the save in flight
+			if w.saving { // the try's end waits for the save in flight
 				if err := r.saveDone(ctx, w, <-w.saveErrs); err != nil && end.end != finalEnd {
 					*end = r.saveEnded(ctx, *end, err)
 				}
 			}
-			break // the connection ended with nothing left to run
+			break // nothing left to run
 		}
 		if full := end == nil && r.held(w); full != paused {
 			paused = full
@@ -526,8 +551,17 @@ func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[
 		r.guard.pause(false)
 	}
 	e := *end
-	e.commits = o.commits
+	e.commits += commits
 	return r.windowEnd(ctx, e, w)
+}
+
+// resumeAt is the cursor the next Open asks for: the committed one, or,
+// while a window holds events read before a clean end, the last event read.
+func (r *Resumer[T, C]) resumeAt() C {
+	if w := r.win.Load(); w != nil && !w.empty() {
+		return w.slots[(w.tail-1)%uint64(len(w.slots))].c
+	}
+	return r.cur()
 }
 
 // windowEnd finishes a connection or a replay under WithConcurrency: a
