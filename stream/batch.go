@@ -8,8 +8,8 @@ import (
 )
 
 const (
-	defaultBatch = 100 // a batch's largest size under RunBatch without WithBatch
-	minAhead     = 256 // the fewest events RunBatch's reader reads ahead
+	defaultBatch = 100  // a batch's largest size under RunBatch without WithBatch
+	minAhead     = 1024 // the fewest events RunBatch's reader reads ahead
 )
 
 // WithBatch sets how [Resumer.RunBatch] groups events: a batch holds at
