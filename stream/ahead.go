@@ -5,34 +5,50 @@ import (
 	"sync/atomic"
 )
 
-// received is what the reader goroutine passes on: an event or the error
+// received is what the loop takes from the ring: an event or the error
 // that ended the connection.
 type received[T any] struct {
 	ev  T
 	err error
 }
 
+// endBit marks the reader's index once Recv failed: the ring holds no
+// value after that index, and ahead.err holds the error.
+const endBit = 1 << 63
+
 // ahead is a read-ahead ring between a reader goroutine (the producer, which
 // calls Recv) and the loop (the consumer): a single-producer,
-// single-consumer queue whose steady state costs an atomic store per event
-// and takes no lock; each side sleeps on a channel only when the ring is
-// empty (the loop) or full (the reader), and the other wakes it.
-// Each side's hot fields sit on cache lines of their own, and each side
-// reads the other's index only when its copy says the ring is empty or full.
+// single-consumer queue that takes no lock. The reader publishes each event
+// with one atomic store, as it must before a Recv that may block; the loop
+// takes the events ready in runs, with one load of the reader's index and
+// one store of its own per run. Each side sleeps on a channel only when the
+// ring is empty (the loop, which may sleep until n events are ready: one
+// wake per batch) or full (the reader), and the other wakes it. Each side's
+// hot fields sit on cache lines of their own, and each side reads the
+// other's index only when its copy says the ring is empty or full.
 type ahead[T any] struct {
-	ring      []received[T]
-	wake      chan struct{} // holds 1
-	room      chan struct{} // holds 1
-	quit      chan struct{} // closed when the loop stops reading
-	done      chan struct{} // closed when the reader returned
-	_         [64]byte
-	head      atomic.Uint64 // the next slot to take; written by the loop
-	tail      uint64        // the loop's copy of the reader's tail
-	_         [64]byte
-	filled    atomic.Uint64 // the next slot to fill; written by the reader
-	seen      uint64        // the reader's copy of the loop's head
-	_         [64]byte
-	loopWaits atomic.Bool // the loop sleeps on wake
+	ring  []T           // a power of two long, at least limit
+	mask  uint64        // len(ring) - 1
+	limit uint64        // the events the ring holds at most
+	wd    *watchdog     // nil, or the idle watchdog the reader records its events for
+	err   error         // what ended the reads; written before endBit is published
+	wake  chan struct{} // holds 1
+	room  chan struct{} // holds 1
+	quit  chan struct{} // closed when the loop stops reading
+	done  chan struct{} // closed when the reader returned
+	_     [64]byte
+	head  atomic.Uint64 // the next slot to take; written by the loop
+	tail  uint64        // the loop's copy of the reader's index, without endBit
+	over  bool          // the loop's copy of endBit
+	_     [64]byte
+	// filled is the next slot to fill, with endBit once Recv failed;
+	// written by the reader.
+	filled atomic.Uint64
+	seen   uint64 // the reader's copy of the loop's head
+	_      [64]byte
+	// want, when not 0, is the index filled must reach (or endBit be
+	// set) for the reader to wake the loop, which sleeps on wake.
+	want      atomic.Uint64
 	_         [64]byte
 	readWaits atomic.Bool // the reader sleeps on room
 	_         [64]byte
@@ -41,18 +57,40 @@ type ahead[T any] struct {
 // readAhead starts a reader goroutine that receives from conn into a ring
 // of size events until Recv fails; stop ends it.
 func readAhead[T any](ctx context.Context, conn Conn[T], size int) *ahead[T] {
-	q := &ahead[T]{
-		ring: make([]received[T], size),
-		wake: make(chan struct{}, 1),
-		room: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+	return newAhead[T](size, nil).start(ctx, conn)
+}
+
+// newAhead returns a ring of size events whose reader, once started,
+// records each event it receives as activity for wd (nil: none).
+func newAhead[T any](size int, wd *watchdog) *ahead[T] {
+	n := 1
+	for n < size {
+		n <<= 1
 	}
+	return &ahead[T]{
+		ring:  make([]T, n),
+		mask:  uint64(n - 1),
+		limit: uint64(size),
+		wd:    wd,
+		wake:  make(chan struct{}, 1),
+		room:  make(chan struct{}, 1),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+}
+
+// start starts the reader goroutine and returns q.
+func (q *ahead[T]) start(ctx context.Context, conn Conn[T]) *ahead[T] {
 	go func() {
 		defer close(q.done)
-		for {
+		for t := uint64(0); ; t++ {
 			ev, err := conn.Recv(ctx)
-			if !q.put(received[T]{ev: ev, err: err}) || err != nil {
+			if err != nil {
+				q.finish(t, err)
+				return
+			}
+			q.wd.active()
+			if !q.put(t, ev) {
 				return
 			}
 		}
@@ -68,16 +106,15 @@ func (q *ahead[T]) stop(conn Conn[T]) {
 	<-q.done
 }
 
-// put appends rv, sleeping while the ring is full; it reports false when
-// the loop stopped reading.
-func (q *ahead[T]) put(rv received[T]) bool {
-	t, size := q.filled.Load(), uint64(len(q.ring))
-	for t-q.seen == size {
-		if q.seen = q.head.Load(); t-q.seen < size {
+// put appends ev at index t, sleeping while the ring is full; it reports
+// false when the loop stopped reading.
+func (q *ahead[T]) put(t uint64, ev T) bool {
+	for t-q.seen == q.limit {
+		if q.seen = q.head.Load(); t-q.seen < q.limit {
 			break
 		}
 		q.readWaits.Store(true)
-		if q.seen = q.head.Load(); t-q.seen < size {
+		if q.seen = q.head.Load(); t-q.seen < q.limit {
 			q.readWaits.Store(false)
 			break
 		}
@@ -87,54 +124,113 @@ func (q *ahead[T]) put(rv received[T]) bool {
 			return false
 		}
 	}
-	q.ring[t%size] = rv
-	q.filled.Store(t + 1)
-	if q.loopWaits.Load() && q.loopWaits.CompareAndSwap(true, false) {
+	q.ring[t&q.mask] = ev
+	q.publish(t + 1)
+	return true
+}
+
+// finish publishes err as the end of the reads, after the t events put.
+func (q *ahead[T]) finish(t uint64, err error) {
+	q.err = err
+	q.publish(t | endBit)
+}
+
+// publish stores the reader's index f and wakes the loop if it sleeps
+// until f (an f with endBit is above any).
+func (q *ahead[T]) publish(f uint64) {
+	q.filled.Store(f)
+	if w := q.want.Load(); w != 0 && f >= w && q.want.CompareAndSwap(w, 0) {
 		select {
 		case q.wake <- struct{}{}:
 		default:
 		}
 	}
-	return true
 }
 
-// ready reports whether a received value waits in the ring.
+// load refreshes the loop's copy of the reader's index.
+func (q *ahead[T]) load() {
+	f := q.filled.Load()
+	q.tail, q.over = f&^endBit, f&endBit != 0
+}
+
+// ready reports whether an event or the end waits in the ring.
 func (q *ahead[T]) ready() bool {
-	if q.tail != q.head.Load() {
-		return true
+	h := q.head.Load()
+	if q.tail == h {
+		q.load()
 	}
-	q.tail = q.filled.Load()
-	return q.tail != q.head.Load()
+	return q.tail != h || q.over
 }
 
-// take removes and returns the oldest received value; ready must have
-// reported true.
+// take removes and returns the oldest event, or the error that ended the
+// reads after the last event; ready must have reported true.
 func (q *ahead[T]) take() received[T] {
+	if evs := q.run(); len(evs) > 0 {
+		ev := evs[0]
+		q.release(1)
+		return received[T]{ev: ev}
+	}
+	return received[T]{err: q.err}
+}
+
+// run returns the events that wait in the ring, oldest first, up to the
+// ring's wrap, loading the reader's index only when the loop's copy says
+// none waits. They stay in the ring until release; after an empty run,
+// ended says whether the reads ended.
+func (q *ahead[T]) run() []T {
 	h := q.head.Load()
-	s := &q.ring[h%uint64(len(q.ring))]
-	rv := *s
-	*s = received[T]{}
-	q.head.Store(h + 1)
+	if q.tail == h {
+		q.load()
+	}
+	i := h & q.mask
+	return q.ring[i : i+min(q.tail-h, q.mask+1-i)]
+}
+
+// ended reports whether the reads ended and every event before the end
+// was taken, and returns the error that ended them.
+func (q *ahead[T]) ended() (bool, error) {
+	if q.over && q.tail == q.head.Load() {
+		return true, q.err
+	}
+	return false, nil
+}
+
+// release removes the oldest n events of the last run, with one store the
+// reader sees.
+func (q *ahead[T]) release(n int) {
+	h := q.head.Load()
+	i := h & q.mask
+	clear(q.ring[i : i+uint64(n)]) // the ring keeps no event alive
+	q.head.Store(h + uint64(n))
 	if q.readWaits.Load() && q.readWaits.CompareAndSwap(true, false) {
 		select {
 		case q.room <- struct{}{}:
 		default:
 		}
 	}
-	return rv
 }
 
 // waitFor returns a channel that is ready once a value may be in the ring,
 // or nil when one is already: the loop selects on it beside its other
 // channels, and checks ready again after (a wake may be stale).
-func (q *ahead[T]) waitFor() <-chan struct{} {
-	if q.ready() {
+func (q *ahead[T]) waitFor() <-chan struct{} { return q.waitForN(1) }
+
+// waitForN is waitFor for n events (at most the ring's limit), or the end
+// of the reads: the reader wakes the loop once, not at each event.
+func (q *ahead[T]) waitForN(n int) <-chan struct{} {
+	if q.has(n) {
 		return nil
 	}
-	q.loopWaits.Store(true)
-	if q.ready() {
-		q.loopWaits.Store(false)
+	q.want.Store(q.head.Load() + uint64(n))
+	if q.has(n) {
+		q.want.Store(0)
 		return nil
 	}
 	return q.wake
+}
+
+// has reports whether n events, or the end, wait in the ring.
+func (q *ahead[T]) has(n int) bool {
+	q.load()
+	return q.over || q.tail-q.head.Load() >= uint64(n)
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 )
 
-// defaultBatch is a batch's largest size under RunBatch without WithBatch.
-const defaultBatch = 100
+const (
+	defaultBatch = 100  // a batch's largest size under RunBatch without WithBatch
+	minAhead     = 1024 // the fewest events RunBatch's reader reads ahead
+)
 
 // WithBatch sets how [Resumer.RunBatch] groups events: a batch holds at
 // most max events (default 100); it is handed over when full, when linger
@@ -140,7 +142,10 @@ func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKin
 // WithBatchEnd say.
 func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
 	o := outcome{opened: true}
-	q := readAhead(ctx, conn, 4*cap(b.events)) // room to read on while a batch is handled
+	// Room to read on while a batch is handled (and while the loop wakes);
+	// the reader records what it reads as activity, as the loop may sleep
+	// until a whole batch was read.
+	q := newAhead[T](max(4*cap(b.events), minAhead), r.guard.wd).start(ctx, conn)
 	defer q.stop(conn)
 	var linger *time.Timer
 	if r.linger > 0 {
@@ -188,34 +193,28 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 		}
 	}()
 	for {
-		for q.ready() {
-			rv := q.take()
-			if rv.err != nil {
-				return rv.err, nil
-			}
-			r.guard.wd.active()
-			c, kind, moves, err := r.take(rv.ev, b.lastOr(r.cur()))
-			switch {
-			case err != nil:
+		for evs := q.run(); len(evs) > 0; evs = q.run() {
+			n, ready, err := r.addRun(evs, b)
+			q.release(n)
+			if ready || err != nil {
 				return nil, err
-			case kind == skipped:
-				r.skip()
-				continue
-			}
-			b.add(rv.ev, c, kind, moves)
-			if len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(rv.ev)) {
-				return nil, nil
 			}
 		}
-		wait := b.n == 0 || r.batchEnd != nil || linger != nil
-		if !wait {
+		if over, err := q.ended(); over {
+			return err, nil
+		}
+		if b.n > 0 && r.batchEnd == nil && linger == nil {
 			return nil, nil // linger 0: what was read already
 		}
-		if b.n > 0 && r.batchEnd == nil && lingered == nil {
-			linger.Reset(r.linger)
-			lingered = linger.C
+		need := 1 // the first event, or the next that may end the batch
+		if b.n > 0 && r.batchEnd == nil {
+			need = cap(b.events) - len(b.events) // the rest of the batch, in one wake
+			if lingered == nil {
+				linger.Reset(r.linger)
+				lingered = linger.C
+			}
 		}
-		if wake := q.waitFor(); wake != nil {
+		if wake := q.waitForN(need); wake != nil {
 			select {
 			case <-wake:
 			case <-lingered:
@@ -226,6 +225,34 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 			}
 		}
 	}
+}
+
+// addRun takes events from evs into b until the batch is ready (full, or
+// at an end marker), and returns how many it took. It is RunBatch's
+// per-event path: take and add, their common case spelled out (generic
+// methods do not inline).
+func (r *Resumer[T, C]) addRun(evs []T, b *batch[T, C]) (n int, ready bool, _ error) {
+	for i, ev := range evs {
+		c, err := r.extract(ev)
+		kind, moves := handled, true
+		if err != nil || r.order != nil {
+			if kind, moves, err = r.judge(c, err, b.lastOr(r.cur())); err != nil {
+				return i + 1, true, err
+			}
+		}
+		switch kind {
+		case skipped:
+			r.skip()
+			continue
+		case handled:
+			b.events = append(b.events, ev)
+		}
+		b.last, b.n, b.moves = c, b.n+1, b.moves || moves
+		if len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(ev)) {
+			return i + 1, true, nil
+		}
+	}
+	return len(evs), false, nil
 }
 
 // lastOr returns the cursor of the batch's last event, or c when the batch

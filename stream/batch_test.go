@@ -287,6 +287,65 @@ func TestRunBatchEnd(t *testing.T) {
 	})
 }
 
+// Events read while a batch lingers are activity: the idle watchdog never
+// closes a connection that delivers events more often than its timeout,
+// however long the batch waits to fill.
+func TestRunBatchLingerIsNoIdleness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var conns []*slowConn
+		src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+			c := &slowConn{next: after, last: 6, every: 7 * time.Second}
+			conns = append(conns, c)
+			return c, nil
+		})
+		r := newResumer(t, src, stream.WithBatch(100, time.Hour), stream.WithIdleTimeout(10*time.Second))
+		var b batches
+		if err := r.RunBatch(context.Background(), b.record); err != nil {
+			t.Fatalf("RunBatch() = %v, want nil", err)
+		}
+		if diff := cmp.Diff([][]int64{seqs(1, 6)}, b.got); diff != "" {
+			t.Errorf("batches (-want +got):\n%s", diff)
+		}
+		if len(conns) != 1 || conns[0].closedEarly {
+			t.Errorf("%d connections, the first closed before its end: %t; want one, not", len(conns), conns[0].closedEarly)
+		}
+	})
+}
+
+// slowConn delivers the events after next up to last, one every so often,
+// then ends the stream; once closed, its Recv fails.
+type slowConn struct {
+	mu          sync.Mutex
+	next, last  int64
+	every       time.Duration
+	closed      bool
+	closedEarly bool // closed before the end of the stream
+}
+
+func (c *slowConn) Recv(context.Context) (ev, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == c.last {
+		return ev{}, stream.ErrEndOfStream
+	}
+	c.mu.Unlock()
+	time.Sleep(c.every)
+	c.mu.Lock()
+	if c.closed {
+		return ev{}, errors.New("slowConn: closed")
+	}
+	c.next++
+	return ev{Seq: c.next}, nil
+}
+
+func (c *slowConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closedEarly = c.closedEarly || (!c.closed && c.next < c.last)
+	c.closed = true
+	return nil
+}
+
 // Cancelling ctx while a batch fills commits nothing of it.
 func TestRunBatchCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
