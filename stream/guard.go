@@ -28,9 +28,9 @@ type connGuard[T any] struct {
 // Conn is set, and compares the activity count with the one it saw at the
 // previous tick; once the count has not moved for the idle timeout, it
 // closes the Conn. The count is what the loop already publishes (cursors
-// committed, events skipped) plus, under WithConcurrency, the events
-// received and finished (activity); so the serial path pays nothing per
-// event, and the clock is read per tick. Its fields other than activity are
+// committed, events skipped) plus, under WithConcurrency and RunBatch, the
+// events received (and under WithConcurrency finished): activity; so Run's
+// serial path pays nothing per event, and the clock is read per tick. Its fields other than activity are
 // guarded by the connGuard's mu.
 type watchdog struct {
 	idle     time.Duration
@@ -45,7 +45,7 @@ type watchdog struct {
 }
 
 // active records activity for the watchdog, if there is one (wd may be
-// nil), under WithConcurrency. It is not a method of the generic connGuard
+// nil), under WithConcurrency and RunBatch. It is not a method of the generic connGuard
 // so that it inlines.
 func (wd *watchdog) active() {
 	if wd != nil {
