@@ -54,14 +54,9 @@ type ahead[T any] struct {
 	_         [64]byte
 }
 
-// readAhead starts a reader goroutine that receives from conn into a ring
-// of size events until Recv fails; stop ends it.
-func readAhead[T any](ctx context.Context, conn Conn[T], size int) *ahead[T] {
-	return newAhead[T](size, nil).start(ctx, conn)
-}
-
 // newAhead returns a ring of size events whose reader, once started,
-// records each event it receives as activity for wd (nil: none).
+// records each event it receives as activity for wd (nil: none). One ring
+// serves every connection of a Run: start empties it.
 func newAhead[T any](size int, wd *watchdog) *ahead[T] {
 	n := 1
 	for n < size {
@@ -74,13 +69,28 @@ func newAhead[T any](size int, wd *watchdog) *ahead[T] {
 		wd:    wd,
 		wake:  make(chan struct{}, 1),
 		room:  make(chan struct{}, 1),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
 	}
 }
 
-// start starts the reader goroutine and returns q.
+// start empties the ring, starts a reader goroutine that receives from conn
+// into it until Recv fails, and returns q; stop ends the reader.
 func (q *ahead[T]) start(ctx context.Context, conn Conn[T]) *ahead[T] {
+	clear(q.ring)
+	q.head.Store(0)
+	q.tail, q.over, q.err = 0, false, nil
+	q.filled.Store(0)
+	q.seen = 0
+	q.want.Store(0)
+	q.readWaits.Store(false)
+	select { // a stale wake of the last connection's
+	case <-q.wake:
+	default:
+	}
+	select {
+	case <-q.room:
+	default:
+	}
+	q.quit, q.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(q.done)
 		for t := uint64(0); ; t++ {

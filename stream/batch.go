@@ -83,9 +83,10 @@ func (r *Resumer[T, C]) batchMax() int {
 type batch[T, C any] struct {
 	handle func(ctx context.Context, events []T) error
 	events []T
-	last   C    // the cursor of the batch's last event, progress-only ones included
-	moves  bool // committing last moves the stream
-	n      int  // events and progress-only events taken
+	last   C         // the cursor of the batch's last event, progress-only ones included
+	moves  bool      // committing last moves the stream
+	n      int       // events and progress-only events taken
+	q      *ahead[T] // the read-ahead ring, made at the first connection
 }
 
 // call is the step's handler for a batch: the batch stands in for the
@@ -145,7 +146,10 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 	// Room to read on while a batch is handled (and while the loop wakes);
 	// the reader records what it reads as activity, as the loop may sleep
 	// until a whole batch was read.
-	q := newAhead[T](max(4*cap(b.events), minAhead), r.guard.wd).start(ctx, conn)
+	if b.q == nil {
+		b.q = newAhead[T](max(4*cap(b.events), minAhead), r.guard.wd)
+	}
+	q := b.q.start(ctx, conn)
 	defer q.stop(conn)
 	var linger *time.Timer
 	if r.linger > 0 {

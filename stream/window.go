@@ -38,6 +38,7 @@ type window[T, C any] struct {
 	replayed     int          // a resync's replayed events finished since its start
 	replayParked int          // of which parked
 	inFlight     atomic.Int64 // for Stats
+	q            *ahead[T]    // the read-ahead ring, made at the first connection
 	wg           sync.WaitGroup
 }
 
@@ -443,7 +444,10 @@ func (k *keys[T, K]) clear() {
 // after the last event read (see resumeAt); any other end settles the
 // window first. So no event is handed over twice in one Run.
 func (r *Resumer[T, C]) readWindow(ctx context.Context, conn Conn[T], w *window[T, C]) outcome {
-	q := readAhead(ctx, conn, len(w.slots))
+	if w.q == nil {
+		w.q = newAhead[T](len(w.slots), nil)
+	}
+	q := w.q.start(ctx, conn)
 	defer q.stop(conn)
 	return r.windowLoop(ctx, q, w, nil)
 }
