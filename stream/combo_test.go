@@ -6,7 +6,9 @@ package stream_test
 // and slow saves), handler outcomes (ok, error, retryable, permanent,
 // ErrStop, panic, slow) and ctx cancellations, over every combination of
 // {Run, All} × n ∈ {1, 2, 4, 16} × order key × handler retry × dead letter ×
-// checkpoint cadence {every event, every 10, interval} × resync hook.
+// checkpoint cadence {every event, every 10, interval} × resync hook, and
+// RunBatch (batches of a random size and linger) × n ∈ {1, 4} × the same
+// options.
 //
 // One scenario is a series of steps, each a Run (or an All loop) on the
 // Resumer; a step that panicked stands for a crash, and the next step makes
@@ -35,7 +37,12 @@ package stream_test
 //
 // The faults are finite, so a scenario ends with a Run that returns nil at
 // the end of the log; then every event must have been handled or parked.
-// All with n > 1 must be refused with ErrInvalidOption and yield nothing else.
+// All with n > 1 must be refused with ErrInvalidOption and yield nothing else;
+// so must RunBatch with n > 1 or a dead letter. Under RunBatch the handler
+// takes each batch's events in order and fails the batch at an event's
+// failure (an event's ErrStop lets it handle the rest, then stops); each
+// batch must start right after the last one that returned nil (or repeat
+// a failed one), and Stats().Events count the events of committed batches.
 //
 // By default every combination runs with one seed (comboSeed); run more
 // with -combo.seeds=N (or RESUMABLE_COMBO_SEEDS=N) and replay one with
@@ -86,6 +93,7 @@ var errComboStall = errors.New("combo: the step's fake deadline passed")
 // combo is one combination of options.
 type combo struct {
 	all     bool
+	batch   bool // RunBatch
 	n       int
 	key     bool
 	retry   bool
@@ -96,9 +104,12 @@ type combo struct {
 
 func (c combo) String() string {
 	var b strings.Builder
-	if c.all {
+	switch {
+	case c.all:
 		b.WriteString("All")
-	} else {
+	case c.batch:
+		b.WriteString("Batch")
+	default:
 		b.WriteString("Run")
 	}
 	fmt.Fprintf(&b, "_n=%d", c.n)
@@ -124,14 +135,19 @@ func (c combo) String() string {
 // combos returns every combination.
 func combos() []combo {
 	var out []combo
-	for _, all := range []bool{false, true} {
-		for _, n := range []int{1, 2, 4, 16} {
+	for _, mode := range []string{"Run", "All", "Batch"} {
+		ns := []int{1, 2, 4, 16}
+		if mode == "Batch" {
+			ns = []int{1, 4}
+		}
+		all, batch := mode == "All", mode == "Batch"
+		for _, n := range ns {
 			for _, key := range []bool{false, true} {
 				for _, retry := range []bool{false, true} {
 					for _, dl := range []bool{false, true} {
 						for _, cadence := range []string{"every", "every10", "interval"} {
 							for _, resync := range []bool{false, true} {
-								out = append(out, combo{all: all, n: n, key: key, retry: retry, dl: dl, cadence: cadence, resync: resync})
+								out = append(out, combo{all: all, batch: batch, n: n, key: key, retry: retry, dl: dl, cadence: cadence, resync: resync})
 							}
 						}
 					}
@@ -193,6 +209,8 @@ type scenario struct {
 	trace       []string // what each step did, for the failure report
 	hookBusy    atomic.Bool
 	script      []streamtest.Step
+	batchMax    int           // WithBatch's max, under RunBatch
+	linger      time.Duration // WithBatch's linger
 }
 
 // lifeObs is what the test observed during one Resumer's life.
@@ -213,6 +231,10 @@ type runObs struct {
 	eosAt     int64 // the cursor at which a Conn reported the end of the stream; -1: none
 	lastRecv  int64 // the cursor of the last event a Conn returned
 	stopped   bool  // a handler returned ErrStop
+	// Under RunBatch: where the next batch must start (the first event
+	// after the last batch that returned nil, or the failed batch's first
+	// event again), 0 until the Run's first batch.
+	batchNext int64
 }
 
 type comboOpen struct {
@@ -319,6 +341,71 @@ func (s *scenario) handle(_ context.Context, e ev) error {
 	}
 	ok = true
 	return nil
+}
+
+// handleBatch is the RunBatch handler: each event's outcome in order; the
+// first failure fails the batch (the events after it are not handled), a
+// panic propagates, and an ErrStop lets the batch finish and then stops.
+func (s *scenario) handleBatch(ctx context.Context, evs []ev) error {
+	s.startBatch(evs)
+	stop := false
+	for _, e := range evs {
+		switch err := s.handle(ctx, e); {
+		case errors.Is(err, stream.ErrStop):
+			stop = true
+		case err != nil:
+			s.endBatch(evs, false)
+			return err
+		}
+	}
+	s.endBatch(evs, true)
+	if stop {
+		return stream.ErrStop
+	}
+	return nil
+}
+
+// startBatch checks where a batch starts and that its events are in
+// order; a retried batch may start again where it started.
+func (s *scenario) startBatch(evs []ev) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(evs) == 0 || len(evs) > s.batchMax {
+		s.violate("a batch of %d events, want 1 to %d", len(evs), s.batchMax)
+		return
+	}
+	first := evs[0].Seq
+	want := s.run.batchNext
+	if want == 0 { // the Run's first batch: after the committed cursor
+		want = s.nextEvent(s.r.Cursor())
+	}
+	if first != want {
+		s.violate("a batch starts at %d, want %d", first, want)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			s.violate("a batch holds %d after %d", evs[i].Seq, evs[i-1].Seq)
+		}
+	}
+	s.run.lastStart[""] = first - 1 // a retried batch starts over
+	s.run.batchNext = first
+}
+
+// endBatch notes where the next batch starts after evs returned ok or not.
+func (s *scenario) endBatch(evs []ev, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ok {
+		s.run.batchNext = s.nextEvent(evs[len(evs)-1].Seq)
+	}
+}
+
+// nextEvent is the first event after seq that is not a heartbeat (the
+// log's length + 1 if none).
+func (s *scenario) nextEvent(seq int64) int64 {
+	for seq++; seq <= int64(len(s.log)) && s.log[seq-1] == "beat"; seq++ {
+	}
+	return seq
 }
 
 // park is the dead letter.
@@ -533,6 +620,8 @@ func newScenario(c combo, seed uint64) *scenario {
 	for range rng.IntN(4) {
 		s.store.slow[1+rng.IntN(40)] = time.Duration(100+rng.IntN(1900)) * time.Millisecond
 	}
+	s.batchMax = []int{1, 3, 7, 100}[rng.IntN(4)]
+	s.linger = []time.Duration{0, 20 * time.Millisecond}[rng.IntN(2)]
 	return s
 }
 
@@ -558,12 +647,19 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 				if e.Cursor < s.life.lastCommit {
 					s.violate("OnCommit(%d) after OnCommit(%d): the cursor went back", e.Cursor, s.life.lastCommit)
 				}
-				s.life.lastCommit = e.Cursor
-				if e.Progress {
+				switch {
+				case e.Progress:
 					s.life.commitProgress++
-				} else {
+				case s.c.batch && !e.Resync: // one commit per batch: count its events
+					for seq := s.life.lastCommit + 1; seq <= e.Cursor; seq++ {
+						if s.log[seq-1] != "beat" {
+							s.life.commitEvents++
+						}
+					}
+				default:
 					s.life.commitEvents++
 				}
+				s.life.lastCommit = e.Cursor
 			},
 			OnResync: func(e stream.ResyncEvent[int64]) {
 				defer s.hook("OnResync")()
@@ -595,6 +691,9 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 	if s.c.resync {
 		opts = append(opts, stream.WithResync(s.resyncFn))
 	}
+	if s.c.batch {
+		opts = append(opts, stream.WithBatch(s.batchMax, s.linger))
+	}
 	r, err := stream.New[ev, int64](comboSource{s}, heartbeatExtract, s.store, opts...)
 	if err != nil {
 		return nil, err
@@ -610,7 +709,10 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 // panicked with.
 func (s *scenario) runStep(ctx context.Context, r *stream.Resumer[ev, int64]) (panicked any, err error) {
 	defer func() { panicked = recover() }()
-	if !s.c.all {
+	switch {
+	case s.c.batch:
+		return nil, r.RunBatch(ctx, s.handleBatch)
+	case !s.c.all:
 		return nil, r.Run(ctx, s.handle)
 	}
 	for e, yerr := range r.All(ctx) {
@@ -661,12 +763,33 @@ func (s *scenario) checkRefused() {
 	}
 }
 
+// checkBatchRefused checks that RunBatch refuses n > 1 and a dead letter:
+// an error matching ErrInvalidOption, nothing opened or handled.
+func (s *scenario) checkBatchRefused() {
+	r, err := s.newResumer()
+	if err != nil {
+		s.violate("New() = %v", err)
+		return
+	}
+	if err := r.RunBatch(context.Background(), s.handleBatch); !errors.Is(err, stream.ErrInvalidOption) {
+		s.violate("RunBatch with n=%d, dead letter %v = %v, want an error matching ErrInvalidOption", s.c.n, s.c.dl, err)
+	}
+	if got := s.calls; len(got) > 0 || s.src.Opens() != nil {
+		s.violate("RunBatch with n=%d, dead letter %v opened the Source or handled events", s.c.n, s.c.dl)
+	}
+}
+
 // play runs the scenario's steps until the stream ended and every fault
 // was spent.
 func (s *scenario) play() {
 	if s.c.all && s.c.n > 1 {
 		s.steps = 1
 		s.checkRefused()
+		return
+	}
+	if s.c.batch && (s.c.n > 1 || s.c.dl) {
+		s.steps = 1
+		s.checkBatchRefused()
 		return
 	}
 	rng := rand.New(rand.NewPCG(s.seed, 99))
