@@ -13,7 +13,8 @@
 // the row's id column (the old row's for a DELETE), LSN the commit LSN of
 // the change's transaction (X/X), INDEX the change's index within its
 // transaction, from 0. Everything else goes to stderr. The cursor is saved
-// after every change. On SIGTERM or SIGINT it saves and exits with status
+// after every change (with -checkpoint D, at most every D: a kill then
+// prints again the changes since the last save). On SIGTERM or SIGINT it saves and exits with status
 // 0. When the server or the slot is not the one the saved cursor came from
 // (a recreated slot, a restored or replaced server), it stops with status
 // 1 and says what changed.
@@ -51,7 +52,7 @@
 //
 //	go run ./examples/postgres                              # the demo
 //	go run ./examples/postgres -dsn DSN -slot NAME -publication NAME -state FILE \
-//		[-snapshot] [-backfill TABLE]... [-format text|json]
+//		[-snapshot] [-backfill TABLE]... [-format text|json] [-checkpoint D]
 package main
 
 import (
@@ -92,6 +93,7 @@ type config struct {
 	snapshot              bool
 	json                  bool
 	backfill              []string
+	checkpoint            time.Duration // save at most this often; 0: after every change
 }
 
 // tables is a repeatable flag.
@@ -112,11 +114,15 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.BoolVar(&cfg.snapshot, "snapshot", false, "on a first start (no cursor in the state file), deliver the rows that already exist first")
 	format := fs.String("format", "text", "the output: text (handled lines) or json (one object per row)")
 	fs.Var((*tables)(&cfg.backfill), "backfill", "backfill this table while streaming (repeatable)")
+	fs.DurationVar(&cfg.checkpoint, "checkpoint", 0, "save the cursor at most this often (0: after every change)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h: the usage was printed, and asked for
 			return nil
 		}
 		return err
+	}
+	if cfg.checkpoint < 0 {
+		return fmt.Errorf("-checkpoint %v: negative", cfg.checkpoint)
 	}
 	switch *format {
 	case "text":
@@ -154,7 +160,11 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		}
 	}
 	log := zap.New(zapCore(stderr))
-	r, err := cdc.NewResumer(src, store, stream.WithLogger(log))
+	save := stream.WithCheckpointEvery(1)
+	if cfg.checkpoint > 0 {
+		save = stream.WithCheckpointInterval(cfg.checkpoint)
+	}
+	r, err := cdc.NewResumer(src, store, stream.WithLogger(log), save)
 	if err != nil {
 		return err
 	}

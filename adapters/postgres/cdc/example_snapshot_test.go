@@ -127,20 +127,23 @@ func tableJSON(t testing.TB, dsn string, tables ...string) map[string]map[string
 // TestExampleSnapshotKilled runs the example with -snapshot -format json
 // and -backfill while writers change the tables, SIGKILLs it again and
 // again during the snapshot, the backfill and the streaming, and applies
-// its output: the result equals the tables.
+// its output: the result equals the tables. 1,500 rows, 2 writers, 6 kills,
+// the cursor saved after every change; RESUMABLE_PG_SOAK=1: the issue's
+// 200,000 rows, 8 writers and 20 kills, the cursor saved every 100ms
+// (-checkpoint; an fsync per change would never catch up with 8 writers).
 func TestExampleSnapshotKilled(t *testing.T) {
 	rows, writers, kills := 1500, 2, 6
+	var checkpoint []string
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
-		// The example saves its cursor to a file (with fsync) per change:
-		// fewer writers, or it never catches up.
-		rows, writers, kills = 20000, 2, 20
+		rows, writers, kills = 200_000, 8, 20
+		checkpoint = []string{"-checkpoint", "100ms"}
 	}
 	dsn := newDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	bin := exampleBin(t)
 	dir := t.TempDir()
 	state, stdout, stderr := filepath.Join(dir, "cursor.json"), filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
-	args := []string{"-dsn", dsn, "-slot", slot, "-publication", "pub", "-state", state, "-snapshot", "-format", "json"}
+	args := append([]string{"-dsn", dsn, "-slot", slot, "-publication", "pub", "-state", state, "-snapshot", "-format", "json"}, checkpoint...)
 	start := func(extra ...string) *childproc.Proc {
 		p, err := childproc.Start("example", bin, append(args, extra...), stdout, stderr)
 		if err != nil {
