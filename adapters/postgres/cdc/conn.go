@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -62,6 +63,14 @@ type conn struct {
 	idleAt    pglogrepl.LSN // the furthest position a keepalive reported with no transaction in flight
 	progress  time.Time     // when the last Progress event was made (or the connection opened)
 	statusBuf []byte
+
+	// The context of the Recv calls is watched once, not per message as
+	// pgconn's ReceiveMessage(ctx) does (a third of the receive path): its
+	// end sets a read deadline in the past, which interrupts the read.
+	watched   <-chan struct{} // the Done channel of the context watched
+	unwatch   func() bool
+	unwatched chan struct{} // closed when the watch's function returned
+	ended     atomic.Bool   // the watched context ended
 }
 
 func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
@@ -139,7 +148,10 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
-		msg, err := c.pg.ReceiveMessage(ctx)
+		if done := ctx.Done(); done != c.watched {
+			c.watch(ctx)
+		}
+		msg, err := c.pg.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return Event{}, ctx.Err()
@@ -200,6 +212,13 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
+		if d := x.WALData; len(d) > 0 && (d[0] == 'I' || d[0] == 'U' || d[0] == 'D') {
+			ch, err := decodeChange(d)
+			if err != nil {
+				return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
+			}
+			return c.change(ch.op, ch.rel, ch.old, ch.new, ch.oldType)
+		}
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
@@ -234,12 +253,6 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 		}
 	case *pglogrepl.LogicalDecodingMessage:
 		return c.logicalMessage(m)
-	case *pglogrepl.InsertMessage:
-		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
-	case *pglogrepl.UpdateMessage:
-		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple, m.OldTupleType)
-	case *pglogrepl.DeleteMessage:
-		return c.change(Delete, m.RelationID, m.OldTuple, nil, m.OldTupleType)
 	case *pglogrepl.TruncateMessage:
 		c.trunc = append(c.trunc[:0], m.RelationIDs...)
 		return c.truncated()
@@ -258,7 +271,7 @@ func (c *conn) truncated() (Event, bool, error) {
 // unless the cursor the connection was opened after covers it.
 // oldType is 'K' when old holds the replica identity's key only (its
 // other columns are not sent), 'O' when it is the whole old row.
-func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType uint8) (Event, bool, error) {
+func (c *conn) change(op Op, rel uint32, old, new []*pglogrepl.TupleDataColumn, oldType uint8) (Event, bool, error) {
 	if !c.inTx {
 		return Event{}, false, c.protocolError("a %v outside a transaction", op)
 	}
@@ -275,12 +288,12 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns, rel: r}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old, rel: r}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns, rel: r}
+		ev.New = Tuple{names: r.names, key: r.key, cols: new, rel: r}
 		if old != nil && oldType != 'K' {
-			fillUnchanged(new.Columns, old.Columns)
+			fillUnchanged(new, old)
 		}
 	}
 	return c.readAhead(ev)
@@ -328,7 +341,33 @@ func (c *conn) sendStatus() error {
 	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
 		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
+	if c.ended.Load() { // the watch's deadline came first: keep it
+		_ = c.pg.Conn().SetReadDeadline(time.Unix(1, 0))
+	}
 	return nil
+}
+
+// watch makes the end of ctx interrupt the connection's reads, in place of
+// the context of an earlier Recv.
+func (c *conn) watch(ctx context.Context) {
+	c.stopWatch()
+	c.watched, c.unwatched = ctx.Done(), make(chan struct{})
+	c.ended.Store(false)
+	done, nc := c.unwatched, c.pg.Conn()
+	c.unwatch = context.AfterFunc(ctx, func() {
+		defer close(done)
+		c.ended.Store(true)
+		_ = nc.SetReadDeadline(time.Unix(1, 0))
+	})
+}
+
+// stopWatch ends the watch of the context of the Recv calls, waiting for
+// its function if that started.
+func (c *conn) stopWatch() {
+	if c.unwatch != nil && !c.unwatch() {
+		<-c.unwatched
+	}
+	c.watched, c.unwatch = nil, nil
 }
 
 // pgEpoch is PostgreSQL's epoch, 2000-01-01 UTC.
@@ -364,6 +403,7 @@ func (c *conn) Close() error {
 		defer c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
+		c.stopWatch()
 		_ = c.pg.Close(ctx)
 		<-c.pg.CleanupDone()
 		if c.snap.side != nil {
