@@ -208,7 +208,7 @@ func (b *copyBatch) read(ctx context.Context, pg *pgconn.PgConn, ncols, max int)
 	b.spans = b.spans[:0]
 	var failed error
 	for n := 0; n < max && !eof; {
-		if n == 64 && b.size == 0 { // the first batch: room for max rows like these
+		if n == 64 && b.size == 0 && cap(arena) < len(arena)/64*max { // the first batch: room for max rows like these
 			arena = append(make([]byte, 0, len(arena)/64*max*9/8), arena...)
 		}
 		msg, err := pg.ReceiveMessage(context.Background())
