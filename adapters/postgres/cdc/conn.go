@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -63,14 +62,6 @@ type conn struct {
 	idleAt    pglogrepl.LSN // the furthest position a keepalive reported with no transaction in flight
 	progress  time.Time     // when the last Progress event was made (or the connection opened)
 	statusBuf []byte
-
-	// The context of the Recv calls is watched once, not per message as
-	// pgconn's ReceiveMessage(ctx) does (a third of the receive path): its
-	// end sets a read deadline in the past, which interrupts the read.
-	watched   <-chan struct{} // the Done channel of the context watched
-	unwatch   func() bool
-	unwatched chan struct{} // closed when the watch's function returned
-	ended     atomic.Bool   // the watched context ended
 }
 
 func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
@@ -148,10 +139,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
-		if done := ctx.Done(); done != c.watched {
-			c.watch(ctx)
-		}
-		msg, err := c.pg.ReceiveMessage(context.Background())
+		msg, err := c.pg.ReceiveMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Event{}, ctx.Err()
@@ -341,33 +329,7 @@ func (c *conn) sendStatus() error {
 	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
 		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
-	if c.ended.Load() { // the watch's deadline came first: keep it
-		_ = c.pg.Conn().SetReadDeadline(time.Unix(1, 0))
-	}
 	return nil
-}
-
-// watch makes the end of ctx interrupt the connection's reads, in place of
-// the context of an earlier Recv.
-func (c *conn) watch(ctx context.Context) {
-	c.stopWatch()
-	c.watched, c.unwatched = ctx.Done(), make(chan struct{})
-	c.ended.Store(false)
-	done, nc := c.unwatched, c.pg.Conn()
-	c.unwatch = context.AfterFunc(ctx, func() {
-		defer close(done)
-		c.ended.Store(true)
-		_ = nc.SetReadDeadline(time.Unix(1, 0))
-	})
-}
-
-// stopWatch ends the watch of the context of the Recv calls, waiting for
-// its function if that started.
-func (c *conn) stopWatch() {
-	if c.unwatch != nil && !c.unwatch() {
-		<-c.unwatched
-	}
-	c.watched, c.unwatch = nil, nil
 }
 
 // pgEpoch is PostgreSQL's epoch, 2000-01-01 UTC.
@@ -403,7 +365,6 @@ func (c *conn) Close() error {
 		defer c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		c.stopWatch()
 		_ = c.pg.Close(ctx)
 		<-c.pg.CleanupDone()
 		if c.snap.side != nil {
