@@ -304,7 +304,7 @@ func (c *conn) nextTable() {
 // observe drops the rows of the chunk in flight that a change the stream
 // delivers, by a transaction the chunk's snapshot does not see, is newer
 // than.
-func (c *conn) observe(op Op, r *relation, old, new []*pglogrepl.TupleDataColumn) {
+func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
 	k := c.snap.chunk
 	if k == nil || k.reached || r.name != k.tab.name.String() || k.sees(c.xid) {
 		return
@@ -315,18 +315,18 @@ func (c *conn) observe(op Op, r *relation, old, new []*pglogrepl.TupleDataColumn
 		return
 	}
 	found := false
-	for _, t := range [][]*pglogrepl.TupleDataColumn{old, new} {
+	for _, t := range []*pglogrepl.TupleData{old, new} {
 		if t == nil {
 			continue
 		}
 		kv := make([][]byte, 0, len(k.tab.keys))
 		for _, name := range k.tab.keys {
 			i := indexOf(r.names, name)
-			if i < 0 || i >= len(t) || t[i].DataType != pglogrepl.TupleDataTypeText {
+			if i < 0 || i >= len(t.Columns) || t.Columns[i].DataType != pglogrepl.TupleDataTypeText {
 				kv = nil
 				break
 			}
-			kv = append(kv, t[i].Data)
+			kv = append(kv, t.Columns[i].Data)
 		}
 		if kv == nil {
 			continue

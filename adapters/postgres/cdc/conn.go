@@ -200,13 +200,6 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
-		if d := x.WALData; len(d) > 0 && (d[0] == 'I' || d[0] == 'U' || d[0] == 'D') {
-			ch, err := decodeChange(d)
-			if err != nil {
-				return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
-			}
-			return c.change(ch.op, ch.rel, ch.old, ch.new, ch.oldType)
-		}
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
@@ -241,6 +234,12 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 		}
 	case *pglogrepl.LogicalDecodingMessage:
 		return c.logicalMessage(m)
+	case *pglogrepl.InsertMessage:
+		return c.change(Insert, m.RelationID, nil, m.Tuple, 0)
+	case *pglogrepl.UpdateMessage:
+		return c.change(Update, m.RelationID, m.OldTuple, m.NewTuple, m.OldTupleType)
+	case *pglogrepl.DeleteMessage:
+		return c.change(Delete, m.RelationID, m.OldTuple, nil, m.OldTupleType)
 	case *pglogrepl.TruncateMessage:
 		c.trunc = append(c.trunc[:0], m.RelationIDs...)
 		return c.truncated()
@@ -259,7 +258,7 @@ func (c *conn) truncated() (Event, bool, error) {
 // unless the cursor the connection was opened after covers it.
 // oldType is 'K' when old holds the replica identity's key only (its
 // other columns are not sent), 'O' when it is the whole old row.
-func (c *conn) change(op Op, rel uint32, old, new []*pglogrepl.TupleDataColumn, oldType uint8) (Event, bool, error) {
+func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType uint8) (Event, bool, error) {
 	if !c.inTx {
 		return Event{}, false, c.protocolError("a %v outside a transaction", op)
 	}
@@ -276,12 +275,12 @@ func (c *conn) change(op Op, rel uint32, old, new []*pglogrepl.TupleDataColumn, 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old, rel: r}
+		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns, rel: r}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, key: r.key, cols: new, rel: r}
+		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns, rel: r}
 		if old != nil && oldType != 'K' {
-			fillUnchanged(new, old)
+			fillUnchanged(new.Columns, old.Columns)
 		}
 	}
 	return c.readAhead(ev)

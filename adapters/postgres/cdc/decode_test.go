@@ -523,17 +523,3 @@ func TestCursorJSON(t *testing.T) {
 		t.Fatalf("validate(index -2, a resync's replay) = %v, want nil", err)
 	}
 }
-
-func TestDecodeChangeCutShort(t *testing.T) {
-	// An insert into relation 7 of ('ab', NULL), then every prefix of it.
-	msg := []byte{'I', 0, 0, 0, 7, 'N', 0, 2, 't', 0, 0, 0, 2, 'a', 'b', 'n'}
-	ch, err := decodeChange(msg)
-	if err != nil || ch.op != Insert || ch.rel != 7 || len(ch.new) != 2 || string(ch.new[0].Data) != "ab" || ch.new[1].DataType != 'n' || ch.old != nil {
-		t.Fatalf("decodeChange() = %+v, %v", ch, err)
-	}
-	for n := range len(msg) {
-		if _, err := decodeChange(msg[:n]); err == nil {
-			t.Errorf("decodeChange(%q) = nil error, want one", msg[:n])
-		}
-	}
-}

@@ -1,11 +1,9 @@
 package cdc
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"sync"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
@@ -113,7 +110,6 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 		return nil, fmt.Errorf("cdc: NewSource: %w: %w", err, ErrInvalid)
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	cfg.BuildFrontend = bufferedFrontend
 	if !slotName.MatchString(slot) {
 		return nil, fmt.Errorf("cdc: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _: %w", slot, ErrInvalid)
 	}
@@ -552,16 +548,4 @@ func classify(err error) error {
 		return errclass.Permanent(err)
 	}
 	return err
-}
-
-// readBuffer is the size of the read buffer of the Source's connections.
-// pgproto3 reads into 8 KiB and, near its end, into what is left of it: a
-// replication stream or a snapshot's rows, which arrive faster than that,
-// cost a read system call every few messages without it.
-const readBuffer = 128 << 10
-
-// bufferedFrontend is pgproto3.NewFrontend reading through a buffer of
-// readBuffer bytes.
-func bufferedFrontend(r io.Reader, w io.Writer) *pgproto3.Frontend {
-	return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBuffer), w)
 }
