@@ -72,7 +72,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		},
 		"copy":         func(b *testing.B) uint64 { return copyOut(b, dsn, rows, "") },
 		"copy-ordered": func(b *testing.B) uint64 { return copyOut(b, dsn, rows, " ORDER BY id") },
-		"fetch": func(b *testing.B) uint64 { // what the snapshot's queries cost alone
+		"fetch": func(b *testing.B) uint64 { // a cursor and FETCH, as the first pass read before COPY
 			pg, err := pgconn.Connect(ctxFor(b), dsn)
 			if err != nil {
 				b.Fatal(err)
