@@ -31,17 +31,19 @@ type snapWork struct {
 	retries int
 
 	// Reading the snapshot the slot exported (see useImport).
-	export   bool
-	at       pglogrepl.LSN             // the slot's consistent point
-	declared bool                      // the table's cursor is open
-	eof      bool                      // the table's last rows were fetched
-	ahead    *pgconn.MultiResultReader // the FETCH sent before its rows are needed
-	rows     [][]*pglogrepl.TupleDataColumn
-	next     int       // the next of rows to deliver
-	row      int       // rows delivered
-	status   time.Time // the last status update sent while reading
-	prefix   string    // prog.prefix() of the table being read
-	arena    int       // the size of the last FETCH's values
+	export  bool
+	at      pglogrepl.LSN // the slot's consistent point
+	copying bool          // the table's COPY is under way
+	reading *table        // the table being read
+	eof     bool          // the table's last rows were read
+	rows    [][]*pglogrepl.TupleDataColumn
+	texts   string    // the progress of each of rows, encoded, one after the other
+	ends    []int     // where each row's progress ends in texts
+	next    int       // the next of rows to deliver
+	row     int       // rows delivered
+	status  time.Time // the last status update sent while reading
+	prefix  string    // prog.prefix() of the table being read
+	batch   copyBatch // the reading of rows
 }
 
 // noteCommit records that the stream read the commit of xid.
