@@ -118,29 +118,41 @@ func (c *conn) takeRequests() {
 	}
 }
 
+// snapTable returns the description of table t for the snapshot's reads,
+// looked up once: an error matching errNoTable or errNotPublished when it
+// is gone, a permanent one when it cannot be read by key.
+func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
+	w := &c.snap
+	if tab := w.tabs[t]; tab != nil {
+		return tab, nil
+	}
+	tab, err := c.src.describe(ctx, w.side, t)
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return nil, errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
+	case err != nil:
+		return nil, fmt.Errorf("cdc: snapshot: %w", err)
+	}
+	if w.tabs == nil {
+		w.tabs = map[tableName]*table{}
+	}
+	w.tabs[t] = tab
+	return tab, nil
+}
+
 // readChunk reads the next chunk of the first table of the progress at a
 // snapshot S and emits its watermark, or moves on to the next table when
 // the first has no more rows or is gone.
 func (c *conn) readChunk(ctx context.Context) error {
 	w := &c.snap
 	t := w.prog.Tables[0]
-	tab := w.tabs[t]
-	if tab == nil {
-		var err error
-		tab, err = c.src.describe(ctx, w.side, t)
-		switch {
-		case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
-			c.nextTable()
-			return nil
-		case errors.Is(err, ErrInvalid):
-			return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
-		case err != nil:
-			return fmt.Errorf("cdc: snapshot: %w", err)
-		}
-		if w.tabs == nil {
-			w.tabs = map[tableName]*table{}
-		}
-		w.tabs[t] = tab
+	tab, err := c.snapTable(ctx, t)
+	switch {
+	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
+		c.nextTable()
+		return nil
+	case err != nil:
+		return err
 	}
 	k, err := c.selectChunk(ctx, tab)
 	if err != nil {

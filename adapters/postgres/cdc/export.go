@@ -3,7 +3,6 @@ package cdc
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/resumable-go/resumable/errclass"
 )
 
 // imported is a transaction on a plain connection that imported the
@@ -126,20 +123,9 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 func (c *conn) fetch(ctx context.Context) error {
 	w := &c.snap
 	t := w.prog.Tables[0]
-	tab := w.tabs[t]
-	if tab == nil {
-		var err error
-		tab, err = c.src.describe(ctx, w.side, t)
-		switch {
-		case errors.Is(err, ErrInvalid):
-			return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
-		case err != nil:
-			return fmt.Errorf("cdc: snapshot: %w", err)
-		}
-		if w.tabs == nil {
-			w.tabs = map[tableName]*table{}
-		}
-		w.tabs[t] = tab
+	tab, err := c.snapTable(ctx, t)
+	if err != nil {
+		return err
 	}
 	if !w.copying {
 		cols := make([]string, len(tab.cols))
@@ -158,7 +144,6 @@ func (c *conn) fetch(ctx context.Context) error {
 		}
 		w.copying, w.prefix, w.reading = true, w.prog.prefix(), tab
 	}
-	var err error
 	w.rows, w.eof, err = w.batch.read(ctx, w.side, len(tab.cols), c.src.chunkRows)
 	if err != nil {
 		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
