@@ -38,7 +38,7 @@ type outcome struct {
 	end      ending
 	err      error
 	opened   bool // Open succeeded
-	moved    bool // the connection moved the stream: a committed cursor differed from the one before
+	moved    bool // the connection moved the stream: the cursor the next Open asks for differs from the one before
 	commits  int  // cursors the connection committed
 	read     int  // events the connection read into the window (WithConcurrency)
 	noResync bool // the Load or a resync failed: an Expired verdict cannot resync
