@@ -36,14 +36,15 @@ type snapWork struct {
 	copying bool          // the table's COPY is under way
 	reading *table        // the table being read
 	eof     bool          // the table's last rows were read
-	rows    [][]*pglogrepl.TupleDataColumn
-	texts   string    // the progress of each of rows, encoded, one after the other
-	ends    []int     // where each row's progress ends in texts
-	next    int       // the next of rows to deliver
-	row     int       // rows delivered
-	status  time.Time // the last status update sent while reading
-	prefix  string    // prog.prefix() of the table being read
-	batch   copyBatch // the reading of rows
+	rows    []byte        // the rows read, packed (see packedCol), one after the other
+	starts  []int         // where each of rows starts in rows, and where the last ends
+	texts   string        // the progress of each of rows, encoded, one after the other
+	ends    []int         // where each row's progress ends in texts
+	next    int           // the next of rows to deliver
+	row     int           // rows delivered
+	status  time.Time     // the last status update sent while reading
+	prefix  string        // prog.prefix() of the table being read
+	batch   copyBatch     // the reading of rows
 }
 
 // noteCommit records that the stream read the commit of xid.
@@ -247,15 +248,14 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 	}
 	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: len(rows) == c.src.chunkRows, keyAt: make(map[string]int, len(rows))}
 	keyIdx := tab.keyIndex()
-	for _, vals := range rows {
-		row := textRow(vals)
-		kv := make([][]byte, len(keyIdx))
+	kv := make([][]byte, len(keyIdx))
+	for r, vals := range rows {
 		for i, j := range keyIdx {
 			kv[i] = vals[j]
 		}
-		k.keyAt[keyOf(kv)] = len(k.rows)
-		k.rows = append(k.rows, row)
+		k.keyAt[keyOf(kv)] = r
 	}
+	k.rows = packRows(rows)
 	if n := len(rows); n > 0 {
 		for _, j := range keyIdx {
 			k.last = append(k.last, string(rows[n-1][j]))
@@ -385,7 +385,8 @@ func (c *conn) chunkRow() (ev Event, ok bool) {
 		}
 		w.prog.After = w.prog.After[:0]
 		for _, j := range k.tab.keyIndex() {
-			w.prog.After = append(w.prog.After, string(row[j].Data))
+			v, _ := packedCol(row, j)
+			w.prog.After = append(w.prog.After, string(v))
 		}
 		w.prog.After = append([]string(nil), w.prog.After...)
 		w.text = w.prog.encode()
@@ -398,7 +399,7 @@ func (c *conn) chunkRow() (ev Event, ok bool) {
 				break
 			}
 		}
-		return Event{Op: Snapshot, Relation: k.tab.rel.name, New: Tuple{names: k.tab.rel.names, key: k.tab.rel.key, cols: row, rel: k.tab.rel},
+		return Event{Op: Snapshot, Relation: k.tab.rel.name, New: Tuple{rel: k.tab.rel, packed: row},
 			LSN: k.at.LSN, Index: k.at.Index, TxEnd: last, Cursor: c.cursor(pos)}, true
 	}
 	w.chunk = nil

@@ -1,6 +1,10 @@
 package cdc
 
 import (
+	"encoding/binary"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -49,7 +53,7 @@ func TestProgressEncoding(t *testing.T) {
 	if diff := cmp.Diff(p, got); diff != "" {
 		t.Fatalf("decode(encode(p)) (-want +got):\n%s", diff)
 	}
-	row := textRow([][]byte{[]byte("x\x00y"), nil, []byte(`1"`)})
+	row := packRows([][][]byte{{[]byte("x\x00y"), nil, []byte(`1"`)}})[0]
 	at := string(appendProgress(nil, p.prefix(), row, []int{0, 2}))
 	want := progress{Tables: p.Tables, After: []string{"x\x00y", `1"`}}.encode()
 	if at != want {
@@ -75,32 +79,96 @@ func TestCopyDecode(t *testing.T) {
 		{name: "plain", line: "1\tab c\tx\n", want: []any{"1", "ab c", "x"}},
 		{name: "empty and NULL", line: "\t\\N\t\n", want: []any{"", nil, ""}},
 		{name: "escapes", line: "a\\tb\\\\c\t\\n\\r\\b\\f\\v\t\\N\n", want: []any{"a\tb\\c", "\n\r\b\f\v", nil}},
+		{name: "NULL first and last", line: "\\N\tb\t\\N\n", want: []any{nil, "b", nil}},
 		{name: "octal and hex", line: "\\101\\x42\\7\tN\\N\t\\\\N\n", want: []any{"AB\a", "NN", `\N`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var b copyBatch
-			arena, err := b.decode(nil, []byte(tt.line), 3)
+			prev := []byte("before")
+			row, err := decodeCopy(prev, []byte(tt.line), 3)
 			if err != nil {
-				t.Fatalf("decode() = %v", err)
+				t.Fatalf("decodeCopy() = %v", err)
 			}
+			row = row[len(prev):]
 			var got []any
-			for _, sp := range b.spans {
-				if sp.off < 0 {
+			for i := range packedLen(row) {
+				switch v, kind := packedCol(row, i); kind {
+				case 'n':
 					got = append(got, nil)
-					continue
+				default:
+					got = append(got, string(v))
 				}
-				got = append(got, string(arena[sp.off:sp.off+sp.n]))
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Fatalf("decode(%q) (-want +got):\n%s", tt.line, diff)
+				t.Fatalf("decodeCopy(%q) (-want +got):\n%s", tt.line, diff)
 			}
 		})
 	}
 	for _, line := range []string{"1\t2\n", "1\t2\t3\t4\n", "1\\t\t2\n", "1\t2\t3\t\\N\n"} {
-		var b copyBatch
-		if _, err := b.decode(nil, []byte(line), 3); err == nil {
-			t.Errorf("decode(%q) = nil error, want one for a wrong number of columns", line)
+		if _, err := decodeCopy(nil, []byte(line), 3); err == nil {
+			t.Errorf("decodeCopy(%q) = nil error, want one for a wrong number of columns", line)
 		}
+	}
+}
+
+// TestMsgReader: messages come out whole and in order however the bytes
+// are split between reads, one larger than the buffer included; a size no
+// message can have is an error, not an allocation.
+func TestMsgReader(t *testing.T) {
+	msg := func(typ byte, body string) []byte {
+		b := append([]byte{typ}, binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))...)
+		return append(b, body...)
+	}
+	big := strings.Repeat("x", 300<<10)
+	var stream []byte
+	want := []string{}
+	for i := range 2000 {
+		body := strconv.Itoa(i) + strings.Repeat("-", i%97)
+		if i == 1000 {
+			body = big
+		}
+		stream = append(stream, msg('d', body)...)
+		want = append(want, "d"+body)
+	}
+	stream = append(stream, msg('Z', "I")...)
+	want = append(want, "ZI")
+	for _, split := range []int{1, 7, 4096, 1 << 20} {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			for b := stream; len(b) > 0; b = b[min(split, len(b)):] {
+				if _, err := server.Write(b[:min(split, len(b))]); err != nil {
+					return
+				}
+			}
+		}()
+		var r msgReader
+		var got []string
+		for range want {
+			typ, body, err := r.next(client)
+			if err != nil {
+				t.Fatalf("split %d: next() after %d messages = %v", split, len(got), err)
+			}
+			got = append(got, string(typ)+string(body))
+		}
+		client.Close()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("split %d: messages (-want +got):\n%s", split, diff)
+		}
+		if r.buffered() != 0 {
+			t.Fatalf("split %d: %d bytes left", split, r.buffered())
+		}
+	}
+	for _, size := range []uint32{0, 3, maxMessage + 1, 1<<32 - 1} {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			_, _ = server.Write(append([]byte{'d'}, binary.BigEndian.AppendUint32(nil, size)...))
+		}()
+		var r msgReader
+		if _, _, err := r.next(client); err == nil || !strings.Contains(err.Error(), "bytes from the server") {
+			t.Errorf("next() on a message of size %d = %v, want an error saying so", size, err)
+		}
+		client.Close()
 	}
 }

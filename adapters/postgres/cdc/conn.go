@@ -275,10 +275,10 @@ func (c *conn) change(op Op, rel uint32, old, new *pglogrepl.TupleData, oldType 
 	c.last = pos
 	ev := Event{Op: op, Relation: r.name, XID: c.xid, LSN: c.txLSN, Index: c.idx, CommitTime: c.txTime, Cursor: c.cursor(pos)}
 	if old != nil {
-		ev.Old = Tuple{names: r.names, key: r.key, keyOnly: oldType == 'K', cols: old.Columns, rel: r}
+		ev.Old = Tuple{keyOnly: oldType == 'K', cols: old.Columns, rel: r}
 	}
 	if new != nil {
-		ev.New = Tuple{names: r.names, key: r.key, cols: new.Columns, rel: r}
+		ev.New = Tuple{cols: new.Columns, rel: r}
 		if old != nil && oldType != 'K' {
 			fillUnchanged(new.Columns, old.Columns)
 		}

@@ -127,15 +127,36 @@ type Event struct {
 // Tuple is a row of a change, in the table's column order, with the values
 // in PostgreSQL's text format. The zero Tuple has no columns.
 type Tuple struct {
-	names   []string // the relation's column names, shared by its events
-	key     []bool   // whether each column is part of the replica identity's key, shared
-	keyOnly bool     // an old tuple of the key only: the other columns were not sent
-	cols    []*pglogrepl.TupleDataColumn
-	rel     *relation // the relation's column types; nil: unknown
+	rel     *relation                    // the relation's names, key and column types, shared by its events; nil: none known
+	keyOnly bool                         // an old tuple of the key only: the other columns were not sent
+	cols    []*pglogrepl.TupleDataColumn // the values of a change, as pgoutput sent them
+	packed  []byte                       // or those of a row read by SQL, packed (see packedCol)
 }
 
 // Len returns the number of columns the server sent.
-func (t Tuple) Len() int { return len(t.cols) }
+func (t Tuple) Len() int {
+	if t.packed != nil {
+		return packedLen(t.packed)
+	}
+	return len(t.cols)
+}
+
+// col returns the value of column i and its kind, as the server sent them.
+func (t Tuple) col(i int) ([]byte, byte) {
+	if t.packed != nil {
+		return packedCol(t.packed, i)
+	}
+	c := t.cols[i]
+	return c.Data, c.DataType
+}
+
+// names returns the relation's column names; nil when unknown.
+func (t Tuple) names() []string {
+	if t.rel == nil {
+		return nil
+	}
+	return t.rel.names
+}
 
 // Column returns the name and the text value of column i (0 ≤ i < Len), and
 // its kind: 't' for a value, 'n' for NULL, 'u' for a value the server did
@@ -143,29 +164,29 @@ func (t Tuple) Len() int { return len(t.cols) }
 // of the replica identity's key (REPLICA IDENTITY DEFAULT or USING INDEX),
 // a column outside the key.
 func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
-	c := t.cols[i]
-	if i < len(t.names) {
-		name = t.names[i]
+	value, kind = t.col(i)
+	if names := t.names(); i < len(names) {
+		name = names[i]
 	}
 	if t.keyOnly && !t.Key(i) {
 		return name, nil, pglogrepl.TupleDataTypeToast
 	}
-	return name, c.Data, c.DataType
+	return name, value, kind
 }
 
 // Key reports whether column i is part of the table's replica identity:
 // its primary key under REPLICA IDENTITY DEFAULT, the index's columns
 // under USING INDEX, every column under FULL. Snapshot rows of WithSnapshot
 // and Backfill mark the key they were read by; those of Resync mark none.
-func (t Tuple) Key(i int) bool { return i < len(t.key) && t.key[i] }
+func (t Tuple) Key(i int) bool { return t.rel != nil && i < len(t.rel.key) && t.rel.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
 // the tuple has no such column, or its value is NULL or was not sent (an
 // unchanged TOASTed value, or a column outside the replica identity of an
 // old tuple).
 func (t Tuple) Get(name string) (value []byte, ok bool) {
-	for i, n := range t.names {
-		if n == name && i < len(t.cols) {
+	for i, n := range t.names() {
+		if n == name && i < t.Len() {
 			if _, v, kind := t.Column(i); kind == pglogrepl.TupleDataTypeText || kind == pglogrepl.TupleDataTypeBinary {
 				return v, true
 			}

@@ -3,7 +3,9 @@ package cdc
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -82,14 +84,14 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 		c.endExport()
 		return Event{}, false, nil
 	}
-	if w.next >= len(w.rows) {
-		w.rows = nil
+	if w.next >= len(w.starts)-1 {
+		w.rows, w.starts = nil, nil
 		if !w.eof {
 			if err := c.fetch(ctx); err != nil {
 				return Event{}, false, err
 			}
 		}
-		if len(w.rows) == 0 {
+		if len(w.starts) <= 1 {
 			w.copying, w.eof, w.next = false, false, 0
 			c.nextTable()
 			if len(w.prog.Tables) == 0 {
@@ -112,8 +114,9 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	w.row++
 	pos := Cursor{LSN: w.at, Index: -1, Row: w.row}
 	c.last = pos
-	return Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{names: tab.rel.names, key: tab.rel.key, cols: w.rows[i], rel: tab.rel},
-		LSN: w.at, Index: -1, TxEnd: w.next == len(w.rows), Cursor: c.cursor(pos)}, true, nil
+	start, end := w.starts[i], w.starts[i+1]
+	return Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{rel: tab.rel, packed: w.rows[start:end:end]},
+		LSN: w.at, Index: -1, TxEnd: w.next == len(w.starts)-1, Cursor: c.cursor(pos)}, true, nil
 }
 
 // fetch reads the next rows of the first table, up to chunkRows of them,
@@ -128,6 +131,9 @@ func (c *conn) fetch(ctx context.Context) error {
 		return err
 	}
 	if !w.copying {
+		if n := w.side.Frontend().ReadBufferLen(); n > 0 { // the COPY is read from the socket: nothing may wait before it
+			return classify(fmt.Errorf("cdc: snapshot of %s: %d bytes from the server before the COPY", t, n))
+		}
 		cols := make([]string, len(tab.cols))
 		for i, n := range tab.cols {
 			cols[i] = quoteIdent(n)
@@ -148,12 +154,12 @@ func (c *conn) fetch(ctx context.Context) error {
 	if err != nil {
 		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 	}
-	w.next = 0
+	w.next, w.starts = 0, w.batch.starts
 	// Every row's progress in one string: a row's is a part of it.
 	b := w.batch.texts[:0]
 	w.ends = append(w.ends[:0], 0)
-	for _, row := range w.rows {
-		b = appendProgress(b, w.prefix, row, tab.keyIdx)
+	for i := range len(w.starts) - 1 {
+		b = appendProgress(b, w.prefix, w.rows[w.starts[i]:w.starts[i+1]], tab.keyIdx)
 		w.ends = append(w.ends, len(b))
 	}
 	w.texts, w.batch.texts = string(b), b
@@ -161,21 +167,21 @@ func (c *conn) fetch(ctx context.Context) error {
 }
 
 // copyBatch reads the rows of a COPY ... TO STDOUT in text format into
-// tuples' columns, a batch at a time, all of a batch in a few allocations.
-// The memory of a batch is never reused: its events may still be in hand.
+// packed rows (see packedCol), a batch at a time, all of a batch in one
+// allocation. The memory of a batch is never reused: its events may still
+// be in hand.
 type copyBatch struct {
-	spans []span // the values of the batch's rows, in arena
-	size  int    // the size of the last batch's values
-	texts []byte // room for the encoding of the batch's progress
+	starts []int  // where each row of the last batch starts, and where the last ends
+	size   int    // the size of the last batch
+	texts  []byte // room for the encoding of the batch's progress
+	in     msgReader
 }
 
-// span is a value in a batch's arena; off is -1 for NULL.
-type span struct{ off, n int }
-
-// read reads up to max rows of ncols columns of the COPY under way on pg;
-// eof is true when the COPY ended. The end of ctx interrupts the read and
-// leaves pg unusable.
-func (b *copyBatch) read(ctx context.Context, pg *pgconn.PgConn, ncols, max int) (rows [][]*pglogrepl.TupleDataColumn, eof bool, err error) {
+// read reads up to max rows of ncols columns of the COPY under way on pg,
+// packed one after the other (b.starts says where each starts); eof is
+// true when the COPY ended. The end of ctx interrupts the read and leaves
+// pg unusable.
+func (b *copyBatch) read(ctx context.Context, pg *pgconn.PgConn, ncols, max int) (rows []byte, eof bool, err error) {
 	// The context is watched once per batch, not per message as pgconn's
 	// ReceiveMessage(ctx) would.
 	nc, fired := pg.Conn(), make(chan struct{})
@@ -190,54 +196,106 @@ func (b *copyBatch) read(ctx context.Context, pg *pgconn.PgConn, ncols, max int)
 		}
 	}()
 	arena := make([]byte, 0, b.size+b.size/8)
-	b.spans = b.spans[:0]
+	b.starts = b.starts[:0]
 	var failed error
 	for n := 0; n < max && !eof; {
 		if n == 64 && b.size == 0 && cap(arena) < len(arena)/64*max { // the first batch: room for max rows like these
 			arena = append(make([]byte, 0, len(arena)/64*max*9/8), arena...)
 		}
-		msg, err := pg.ReceiveMessage(context.Background())
+		typ, body, err := b.in.next(nc)
 		if err != nil {
 			return nil, false, err
 		}
-		switch m := msg.(type) {
-		case *pgproto3.CopyData:
-			if arena, err = b.decode(arena, m.Data, ncols); err != nil {
+		switch typ {
+		case 'd': // CopyData: a row
+			b.starts = append(b.starts, len(arena))
+			if arena, err = decodeCopy(arena, body, ncols); err != nil {
 				return nil, false, err
 			}
 			n++
-		case *pgproto3.ErrorResponse:
-			failed = pgconn.ErrorResponseToPgError(m)
-		case *pgproto3.ReadyForQuery:
+		case 'E': // ErrorResponse
+			var m pgproto3.ErrorResponse
+			if err := m.Decode(body); err != nil {
+				return nil, false, err
+			}
+			failed = pgconn.ErrorResponseToPgError(&m)
+		case 'Z': // ReadyForQuery: pgconn reads what follows
+			if b.in.buffered() > 0 {
+				return nil, false, fmt.Errorf("cdc: %d bytes from the server after the COPY's end", b.in.buffered())
+			}
 			eof = true
+		case 'H', 'c', 'C', 'N', 'S', 'A': // the COPY's start, end and tag; a notice, a parameter, a notification
+		default:
+			return nil, false, fmt.Errorf("cdc: a message of type %q in a COPY", typ)
 		}
 	}
 	if failed != nil {
 		return nil, false, failed
 	}
 	b.size = len(arena)
-	data := make([]pglogrepl.TupleDataColumn, len(b.spans))
-	ptrs := make([]*pglogrepl.TupleDataColumn, len(b.spans))
-	for i, sp := range b.spans {
-		data[i].DataType = pglogrepl.TupleDataTypeNull
-		if sp.off >= 0 {
-			data[i] = pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Length: uint32(sp.n), Data: arena[sp.off : sp.off+sp.n : sp.off+sp.n]}
-		}
-		ptrs[i] = &data[i]
-	}
-	rows = make([][]*pglogrepl.TupleDataColumn, len(b.spans)/ncols)
-	for r := range rows {
-		rows[r] = ptrs[r*ncols : (r+1)*ncols : (r+1)*ncols]
-	}
-	return rows, eof, nil
+	b.starts = append(b.starts, len(arena))
+	return arena, eof, nil
 }
 
-// decode appends the values of line, a row of COPY's text format, to arena
-// and their spans to b.spans.
-func (b *copyBatch) decode(arena, line []byte, ncols int) ([]byte, error) {
+// msgReader reads the backend's messages from a connection's socket a
+// buffer at a time: pgconn's ReceiveMessage costs more per message than
+// decoding a row. A COPY's messages are read by it alone, from its query
+// to its ReadyForQuery, after which the server sends nothing unasked.
+type msgReader struct {
+	buf        []byte
+	start, end int // the bytes read and not returned
+}
+
+// maxMessage bounds a message's size, and so the memory a server can make
+// msgReader take: PostgreSQL's own limit on a value is 1 GiB.
+const maxMessage = 1<<30 + 1<<20
+
+// next returns the type and the body of the next message read from nc. The
+// body is valid until the next call.
+func (r *msgReader) next(nc net.Conn) (byte, []byte, error) {
+	const size = 128 << 10
+	if len(r.buf) != size && r.start == r.end { // first, or after a message larger than size
+		r.buf, r.start, r.end = make([]byte, size), 0, 0
+	}
+	for {
+		if avail := r.end - r.start; avail >= 5 {
+			n := int(binary.BigEndian.Uint32(r.buf[r.start+1:]))
+			if n < 4 || n > maxMessage {
+				return 0, nil, fmt.Errorf("cdc: a message of %d bytes from the server", n)
+			}
+			if avail >= 1+n {
+				typ, body := r.buf[r.start], r.buf[r.start+5:r.start+1+n]
+				r.start += 1 + n
+				return typ, body, nil
+			}
+			if 1+n > len(r.buf) { // larger than the buffer: one its size
+				buf := make([]byte, 1+n)
+				r.start, r.end, r.buf = 0, copy(buf, r.buf[r.start:r.end]), buf
+			}
+		}
+		if r.end == len(r.buf) { // room after what is left of the last message
+			r.start, r.end = 0, copy(r.buf, r.buf[r.start:r.end])
+		}
+		n, err := nc.Read(r.buf[r.end:])
+		r.end += n
+		if err != nil && n == 0 {
+			return 0, nil, err
+		}
+	}
+}
+
+// buffered returns the number of bytes read and not returned.
+func (r *msgReader) buffered() int { return r.end - r.start }
+
+// decodeCopy appends line, a row of ncols columns in COPY's text format,
+// packed, to arena.
+func decodeCopy(arena, line []byte, ncols int) ([]byte, error) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
-	if bytes.IndexByte(line, '\\') < 0 { // nothing escaped, no NULL: the values as they are
-		base := len(arena)
+	hdr := len(arena)
+	arena = growBy(arena, packedHeader(ncols))
+	binary.LittleEndian.PutUint16(arena[hdr:], uint16(ncols))
+	base := len(arena)
+	if bytes.IndexByte(line, '\\') < 0 { // nothing escaped, no NULL: the values as they are, tabs for separators
 		arena = append(arena, line...)
 		off := 0
 		for i := range ncols {
@@ -250,8 +308,9 @@ func (b *copyBatch) decode(arena, line []byte, ncols int) ([]byte, error) {
 			case i == ncols-1:
 				return arena, fmt.Errorf("cdc: a COPY row of more than %d columns", ncols)
 			}
-			b.spans = append(b.spans, span{off: base + off, n: end})
-			off += end + 1
+			off += end
+			binary.LittleEndian.PutUint32(arena[hdr+2+4*i:], uint32(off))
+			off++
 		}
 		return arena, nil
 	}
@@ -265,13 +324,17 @@ func (b *copyBatch) decode(arena, line []byte, ncols int) ([]byte, error) {
 		}
 		v := line[:end]
 		line = line[min(end+1, len(line)):]
-		if string(v) == `\N` {
-			b.spans = append(b.spans, span{off: -1})
-			continue
+		if i > 0 {
+			arena = append(arena, '\t')
 		}
-		off := len(arena)
-		arena = unescapeCopy(arena, v)
-		b.spans = append(b.spans, span{off: off, n: len(arena) - off})
+		at := uint32(len(arena) - base)
+		if string(v) == `\N` {
+			at |= packedNull
+		} else {
+			arena = unescapeCopy(arena, v)
+			at = uint32(len(arena) - base)
+		}
+		binary.LittleEndian.PutUint32(arena[hdr+2+4*i:], at)
 	}
 	if len(line) > 0 {
 		return arena, fmt.Errorf("cdc: a COPY row of more than %d columns", ncols)
@@ -340,24 +403,10 @@ func hexDigits(s []byte) (n int, d byte) {
 	return n, d
 }
 
-// textRow makes a tuple's columns of a row of text values.
-func textRow(vals [][]byte) []*pglogrepl.TupleDataColumn {
-	cols := make([]*pglogrepl.TupleDataColumn, len(vals))
-	data := make([]pglogrepl.TupleDataColumn, len(vals))
-	for i, v := range vals {
-		data[i] = pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
-		if v == nil {
-			data[i].DataType = pglogrepl.TupleDataTypeNull
-		}
-		cols[i] = &data[i]
-	}
-	return cols
-}
-
 // endExport ends the imported snapshot's transaction.
 func (c *conn) endExport() {
 	w := &c.snap
-	w.export, w.rows, w.next, w.texts, w.batch = false, nil, 0, "", copyBatch{}
+	w.export, w.rows, w.starts, w.next, w.texts, w.batch = false, nil, nil, 0, "", copyBatch{}
 	if w.side != nil {
 		closeQuietly(context.Background(), w.side)
 		w.side = nil
@@ -366,14 +415,15 @@ func (c *conn) endExport() {
 
 // appendProgress appends the encoded progress whose tables are those of
 // prefix (see progress.prefix) and whose key is row's to b: what
-// progress.encode returns.
-func appendProgress(b []byte, prefix string, row []*pglogrepl.TupleDataColumn, keyIdx []int) []byte {
+// progress.encode returns. row is packed (see packedCol).
+func appendProgress(b []byte, prefix string, row []byte, keyIdx []int) []byte {
 	b = append(b, prefix...)
 	for i, j := range keyIdx {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONText(b, row[j].Data)
+		v, _ := packedCol(row, j)
+		b = appendJSONText(b, v)
 	}
 	return append(b, "]}"...)
 }

@@ -119,34 +119,28 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 	return cur, nil
 }
 
-// replayTable emits a Snapshot event per row of the table quoted names,
-// reading pageSize rows at a time through a cursor.
-func replayTable(ctx context.Context, pg *pgconn.PgConn, rel, quoted string, pageSize int, emit func(Event) error) error {
+// replayTable emits a Snapshot event per row of the table name (quoted: as
+// SQL names it), reading pageSize rows at a time through a cursor.
+func replayTable(ctx context.Context, pg *pgconn.PgConn, name, quoted string, pageSize int, emit func(Event) error) error {
 	if err := execAll(ctx, pg, "DECLARE resumable_resync NO SCROLL CURSOR FOR SELECT * FROM "+quoted); err != nil {
 		return err
 	}
 	fetch := "FETCH FORWARD " + strconv.Itoa(pageSize) + " FROM resumable_resync"
-	var names []string
+	var rel *relation
 	for {
 		res, err := pg.Exec(ctx, fetch).ReadAll()
 		if err != nil {
-			return fmt.Errorf("cdc: resync: reading %s: %w", rel, err)
+			return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
 		}
 		page := res[0]
-		if names == nil {
+		if rel == nil { // names only: a resync's rows mark no key
+			rel = &relation{name: name}
 			for _, f := range page.FieldDescriptions {
-				names = append(names, f.Name)
+				rel.names = append(rel.names, f.Name)
 			}
 		}
-		for _, vals := range page.Rows {
-			cols := make([]*pglogrepl.TupleDataColumn, len(vals))
-			for i, v := range vals {
-				cols[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Data: v}
-				if v == nil {
-					cols[i].DataType = pglogrepl.TupleDataTypeNull
-				}
-			}
-			if err := emit(Event{Op: Snapshot, Relation: rel, New: Tuple{names: names, cols: cols}}); err != nil {
+		for _, row := range packRows(page.Rows) {
+			if err := emit(Event{Op: Snapshot, Relation: name, New: Tuple{rel: rel, packed: row}}); err != nil {
 				return err
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/resumable-go/resumable/errclass"
@@ -195,11 +194,11 @@ type table struct {
 // the rows left are no older than anything delivered for their keys.
 type chunk struct {
 	tab   *table
-	rows  [][]*pglogrepl.TupleDataColumn // nil: dropped
-	keyAt map[string]int                 // key (see keyOf) → row
-	last  []string                       // key of the last row read
-	more  bool                           // the chunk was full: rows may follow
-	redo  bool                           // a change of an unknown key: read the chunk again
+	rows  [][]byte       // packed (see packedCol); nil: dropped
+	keyAt map[string]int // key (see keyOf) → row
+	last  []string       // key of the last row read
+	more  bool           // the chunk was full: rows may follow
+	redo  bool           // a change of an unknown key: read the chunk again
 
 	xmax uint32   // S's xmax: xids from it are not seen by S
 	xip  []uint32 // the xids S sees as running

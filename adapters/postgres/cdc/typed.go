@@ -69,8 +69,7 @@ func (t Tuple) Type(i int) (oid uint32, modifier int32) {
 // key-only old tuple) is [Unchanged]. The error reports text
 // the type's decoder refuses.
 func (t Tuple) Value(i int) (any, error) {
-	c := t.cols[i]
-	_, _, kind := t.Column(i)
+	_, data, kind := t.Column(i)
 	switch kind {
 	case pglogrepl.TupleDataTypeNull:
 		return nil, nil
@@ -79,7 +78,7 @@ func (t Tuple) Value(i int) (any, error) {
 	}
 	oid, _ := t.Type(i)
 	format := int16(pgtype.TextFormatCode)
-	if c.DataType == pglogrepl.TupleDataTypeBinary {
+	if kind == pglogrepl.TupleDataTypeBinary {
 		format = pgtype.BinaryFormatCode
 	}
 	m := maps.Get().(*pgtype.Map)
@@ -87,11 +86,11 @@ func (t Tuple) Value(i int) (any, error) {
 	typ, ok := m.TypeForOID(oid)
 	if !ok {
 		if format == pgtype.BinaryFormatCode {
-			return append([]byte(nil), c.Data...), nil
+			return append([]byte(nil), data...), nil
 		}
-		return string(c.Data), nil
+		return string(data), nil
 	}
-	v, err := typ.Codec.DecodeValue(m, oid, format, c.Data)
+	v, err := typ.Codec.DecodeValue(m, oid, format, data)
 	if err != nil {
 		name, _, _ := t.Column(i)
 		return nil, fmt.Errorf("cdc: decoding column %q of type %s: %w", name, typ.Name, err)
@@ -114,11 +113,11 @@ func (t Tuple) MarshalJSON() ([]byte, error) {
 func (t Tuple) appendJSON(buf []byte) ([]byte, error) {
 	buf = append(buf, '{')
 	first := true
-	for i, c := range t.cols {
+	for i := range t.Len() {
 		if t.keyOnly && !t.Key(i) {
 			continue // not sent: outside the replica identity
 		}
-		name, _, _ := t.Column(i)
+		name, data, kind := t.Column(i)
 		if !first {
 			buf = append(buf, ',')
 		}
@@ -126,16 +125,17 @@ func (t Tuple) appendJSON(buf []byte) ([]byte, error) {
 		buf = appendJSONString(buf, []byte(name))
 		buf = append(buf, ':')
 		var err error
-		if buf, err = t.appendValue(buf, i, c); err != nil {
+		if buf, err = t.appendValue(buf, i, data, kind); err != nil {
 			return nil, err
 		}
 	}
 	return append(buf, '}'), nil
 }
 
-// appendValue appends the JSON of column i, whose data is c.
-func (t Tuple) appendValue(buf []byte, i int, c *pglogrepl.TupleDataColumn) ([]byte, error) {
-	switch c.DataType {
+// appendValue appends the JSON of column i, whose value and kind are data
+// and kind.
+func (t Tuple) appendValue(buf []byte, i int, data []byte, kind byte) ([]byte, error) {
+	switch kind {
 	case pglogrepl.TupleDataTypeNull:
 		return append(buf, "null"...), nil
 	case pglogrepl.TupleDataTypeToast:
@@ -151,22 +151,22 @@ func (t Tuple) appendValue(buf []byte, i int, c *pglogrepl.TupleDataColumn) ([]b
 	oid, _ := t.Type(i)
 	switch oid {
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.OIDOID:
-		return append(buf, c.Data...), nil
+		return append(buf, data...), nil
 	case pgtype.Float4OID, pgtype.Float8OID:
-		if _, err := strconv.ParseFloat(string(c.Data), 64); err == nil && json.Valid(c.Data) {
-			return append(buf, c.Data...), nil
+		if _, err := strconv.ParseFloat(string(data), 64); err == nil && json.Valid(data) {
+			return append(buf, data...), nil
 		}
 	case pgtype.BoolOID:
-		if string(c.Data) == "t" {
+		if string(data) == "t" {
 			return append(buf, "true"...), nil
 		}
 		return append(buf, "false"...), nil
 	case pgtype.JSONOID, pgtype.JSONBOID:
-		if json.Valid(c.Data) {
-			return append(buf, c.Data...), nil
+		if json.Valid(data) {
+			return append(buf, data...), nil
 		}
 	}
-	return appendJSONString(buf, c.Data), nil
+	return appendJSONString(buf, data), nil
 }
 
 // appendJSONString appends s as a JSON string.
