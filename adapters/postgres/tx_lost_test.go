@@ -1,13 +1,9 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,114 +17,6 @@ import (
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
 
-// cutProxy forwards TCP connections to a PostgreSQL server. Once armed, it
-// passes the next client message holding the armed bytes (any message for
-// an empty string) to the server, reads the server's reply, and closes the
-// connection without passing the reply on: the statement ran, and the client
-// cannot know it.
-type cutProxy struct {
-	l      net.Listener
-	target string
-	armed  atomic.Pointer[[]byte]
-	fired  chan struct{} // closed when a reply was cut
-	once   sync.Once
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{l: l, target: target, fired: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-// arm makes the proxy cut the reply to the next message holding match.
-func (p *cutProxy) arm(match string) {
-	m := []byte(match)
-	p.armed.Store(&m)
-}
-
-func (p *cutProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, client, server)
-		p.mu.Unlock()
-		var cut atomic.Bool // the reply to come is a commit's, to be dropped
-		p.wg.Add(2)
-		go func() { // client → server
-			defer p.wg.Done()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := client.Read(buf)
-				if n > 0 {
-					if m := p.armed.Load(); m != nil && bytes.Contains(buf[:n], *m) && p.armed.CompareAndSwap(m, nil) {
-						cut.Store(true)
-					}
-					if _, werr := server.Write(buf[:n]); werr != nil {
-						err = werr
-					}
-				}
-				if err != nil {
-					server.Close()
-					return
-				}
-			}
-		}()
-		go func() { // server → client
-			defer p.wg.Done()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := server.Read(buf)
-				if n > 0 && cut.Load() {
-					p.once.Do(func() { close(p.fired) }) // before the client can see the cut
-					client.Close()
-					server.Close()
-					return
-				}
-				if n > 0 {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						err = werr
-					}
-				}
-				if err != nil {
-					client.Close()
-					return
-				}
-			}
-		}()
-	}
-}
-
-func (p *cutProxy) close() {
-	p.l.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // TestTransactionalLostCommitReply loses the reply to a COMMIT that the
 // server applied: the retry finds the row holding that very write and does
 // not handle the event again.
@@ -137,14 +25,14 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 	direct, _ := newPool(t, dsn)
 	setupEffects(t, direct)
 	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
-	p := newCutProxy(t, host)
-	pool, count := newPool(t, strings.Replace(dsn, host, "127.0.0.1:"+strconv.Itoa(p.port()), 1))
+	p := pgtest.NewProxy(t, host)
+	pool, count := newPool(t, p.DSN(dsn, host))
 	s := newStore(t, pool, "s")
 	load(t, s)
 	var calls atomic.Int32
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
 		if calls.Add(1) == 1 {
-			p.arm("commit\x00") // the simple-protocol COMMIT
+			p.Cut("commit\x00") // the simple-protocol COMMIT
 		}
 		return insertEffect(ctx, tx, e)
 	})
@@ -152,7 +40,7 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 		t.Fatalf("handle() = %v", err)
 	}
 	select {
-	case <-p.fired:
+	case <-p.Fired():
 	default:
 		t.Fatalf("the proxy cut no commit reply")
 	}
@@ -182,19 +70,19 @@ func TestStoreLostSaveReply(t *testing.T) {
 	dsn := newDB(t)
 	direct, _ := newPool(t, dsn)
 	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
-	p := newCutProxy(t, host)
+	p := pgtest.NewProxy(t, host)
 	// One connection, so that the UPDATE is prepared on the one the cut hits.
-	pool, _ := newPool(t, strings.Replace(dsn, host, "127.0.0.1:"+strconv.Itoa(p.port()), 1)+"&pool_max_conns=1")
+	pool, _ := newPool(t, p.DSN(dsn, host)+"&pool_max_conns=1")
 	s := newStore(t, pool, "s")
 	load(t, s)
 	save(t, s, 1)
 	save(t, s, 2) // the UPDATE is prepared: its next run is one message
-	p.arm("")
+	p.Cut("")
 	if err := s.Save(ctxFor(t), 3); err == nil {
 		t.Fatalf("Save() whose reply was cut = nil, want an error")
 	}
 	select {
-	case <-p.fired:
+	case <-p.Fired():
 	default:
 		t.Fatalf("the proxy cut no reply")
 	}

@@ -77,7 +77,7 @@ func (c *conn) idleWork(ctx context.Context) error {
 		if err != nil {
 			return classify(fmt.Errorf("cdc: snapshot: connecting: %w", err))
 		}
-		w.side = pg
+		c.setSide(pg)
 	}
 	if w.initial {
 		ts, err := c.src.publishedTables(ctx, w.side)
@@ -309,7 +309,7 @@ func (c *conn) nextTable() {
 	w.text = w.prog.encode()
 	if len(w.prog.Tables) == 0 && w.side != nil { // done: until the next backfill
 		closeQuietly(context.Background(), w.side)
-		w.side = nil
+		c.setSide(nil)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -39,6 +40,7 @@ type conn struct {
 	mu        sync.Mutex
 	closeOnce sync.Once
 	pg        *pgconn.PgConn
+	side      atomic.Pointer[pgconn.PgConn] // snap.side, for Close to unblock a Recv reading it
 
 	rels map[uint32]*relation
 	skip Cursor // changes at or before it were handled before this Open
@@ -353,12 +355,22 @@ func appendStatus(buf []byte, write, flush pglogrepl.LSN, now time.Time) []byte 
 	return append(buf, 0) // no reply requested
 }
 
+// setSide makes pg (nil: none) the connection the snapshot and backfills
+// read by SQL.
+func (c *conn) setSide(pg *pgconn.PgConn) {
+	c.snap.side = pg
+	c.side.Store(pg)
+}
+
 // Close ends the connection. It may be called more than once, and
 // concurrently with Recv, which it unblocks.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
-		if !c.mu.TryLock() {
-			_ = c.pg.Conn().Close() // unblocks the pending Recv
+		if !c.mu.TryLock() { // unblock the pending Recv, whichever connection it reads
+			_ = c.pg.Conn().Close()
+			if side := c.side.Load(); side != nil {
+				_ = side.Conn().Close()
+			}
 			c.mu.Lock()
 		}
 		defer c.mu.Unlock()

@@ -62,7 +62,8 @@ func (imp *imported) close(ctx context.Context) {
 // of imp before any change: rows at the slot's consistent point, which
 // every change delivered after them follows.
 func (c *conn) useImport(imp *imported) {
-	c.snap.side, c.snap.export, c.snap.at = imp.side, true, imp.at
+	c.setSide(imp.side)
+	c.snap.export, c.snap.at = true, imp.at
 	imp.side = nil
 }
 
@@ -409,7 +410,7 @@ func (c *conn) endExport() {
 	w.export, w.rows, w.starts, w.next, w.texts, w.batch = false, nil, nil, 0, "", copyBatch{}
 	if w.side != nil {
 		closeQuietly(context.Background(), w.side)
-		w.side = nil
+		c.setSide(nil)
 	}
 }
 

@@ -7,15 +7,18 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -519,5 +522,62 @@ func TestSnapshotExportedOnce(t *testing.T) {
 	delete(got, "public.sentinel")
 	if diff := cmp.Diff(tableRows(t, dsn, "items", "pairs"), got); diff != "" {
 		t.Fatalf("replica (-table +replica):\n%s", diff)
+	}
+}
+
+// TestSnapshotServerStalls: the server stops answering in the middle of a
+// snapshot's read, the connection left open: the first pass's COPY, or a
+// chunk's SELECT (the slot already there, so the snapshot is read by
+// chunks). The idle watchdog closes the stream's connection, which must
+// unblock the read; the stream goes on from a new connection to the last
+// row.
+func TestSnapshotServerStalls(t *testing.T) {
+	for _, tt := range []struct {
+		name, match string
+		slotFirst   bool
+	}{
+		{name: "copy", match: "COPY (SELECT"},
+		{name: "chunk", match: " LIMIT ", slotFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const rows = 2000
+			dsn := newDB(t)
+			slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items")
+			if tt.slotFirst {
+				replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+			}
+			host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
+			p := pgtest.NewProxy(t, host)
+			p.Stall(tt.match)
+			src, err := cdc.NewSource(p.DSN(dsn, host), slot, "pub", cdc.WithSnapshot(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}), stream.WithIdleTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A hang ends here, well before the test's deadline.
+			ctx, cancel := context.WithTimeout(ctxFor(t), 30*time.Second)
+			defer cancel()
+			seen := map[string]bool{}
+			err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+				if id, ok := ev.New.Get("id"); ok && ev.Op == cdc.Snapshot {
+					seen[string(id)] = true
+				}
+				if len(seen) == rows {
+					return stream.ErrStop
+				}
+				return nil
+			})
+			select {
+			case <-p.Fired():
+			default:
+				t.Fatalf("the proxy stalled no %q", tt.match)
+			}
+			if err != nil || len(seen) != rows {
+				t.Fatalf("Run() = %v with %d of %d rows; want every row after the stall", err, len(seen), rows)
+			}
+		})
 	}
 }
