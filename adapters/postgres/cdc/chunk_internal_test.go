@@ -3,6 +3,7 @@ package cdc
 import (
 	"encoding/binary"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,6 +160,24 @@ func TestMsgReader(t *testing.T) {
 			t.Fatalf("split %d: %d bytes left", split, r.buffered())
 		}
 	}
+	// A size claimed and not sent takes memory only for what arrived.
+	client, server := net.Pipe()
+	go func() {
+		defer server.Close()
+		_, _ = server.Write(append([]byte{'d'}, binary.BigEndian.AppendUint32(nil, maxMessage)...))
+		_, _ = server.Write(make([]byte, 300<<10))
+	}()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var r msgReader
+	if _, _, err := r.next(client); err == nil {
+		t.Error("next() on a message cut short = nil error")
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("next() on a message claiming %d bytes and sending 300 KiB allocated %d bytes", maxMessage, got)
+	}
+	client.Close()
 	for _, size := range []uint32{0, 3, maxMessage + 1, 1<<32 - 1} {
 		client, server := net.Pipe()
 		go func() {

@@ -247,8 +247,9 @@ type msgReader struct {
 	start, end int // the bytes read and not returned
 }
 
-// maxMessage bounds a message's size, and so the memory a server can make
-// msgReader take: PostgreSQL's own limit on a value is 1 GiB.
+// maxMessage bounds a message's size: PostgreSQL's own limit on a value is
+// 1 GiB. The buffer grows with the bytes that arrive, never ahead of them, so
+// a size a server claims and does not send costs nothing.
 const maxMessage = 1<<30 + 1<<20
 
 // next returns the type and the body of the next message read from nc. The
@@ -259,6 +260,7 @@ func (r *msgReader) next(nc net.Conn) (byte, []byte, error) {
 		r.buf, r.start, r.end = make([]byte, size), 0, 0
 	}
 	for {
+		need := 5 // the bytes of the next message
 		if avail := r.end - r.start; avail >= 5 {
 			n := int(binary.BigEndian.Uint32(r.buf[r.start+1:]))
 			if n < 4 || n > maxMessage {
@@ -269,13 +271,14 @@ func (r *msgReader) next(nc net.Conn) (byte, []byte, error) {
 				r.start += 1 + n
 				return typ, body, nil
 			}
-			if 1+n > len(r.buf) { // larger than the buffer: one its size
-				buf := make([]byte, 1+n)
-				r.start, r.end, r.buf = 0, copy(buf, r.buf[r.start:r.end]), buf
-			}
+			need = 1 + n
 		}
-		if r.end == len(r.buf) { // room after what is left of the last message
-			r.start, r.end = 0, copy(r.buf, r.buf[r.start:r.end])
+		if r.end == len(r.buf) { // full: make room after what is read of the message
+			buf := r.buf
+			if need > len(r.buf) { // larger than the buffer: twice the size, at most the message's
+				buf = make([]byte, min(2*len(r.buf), need))
+			}
+			r.start, r.end, r.buf = 0, copy(buf, r.buf[r.start:r.end]), buf
 		}
 		n, err := nc.Read(r.buf[r.end:])
 		r.end += n
