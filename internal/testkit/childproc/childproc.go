@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -86,7 +87,10 @@ type Proc struct {
 }
 
 // Start starts bin with args. Its stdout and stderr are appended to
-// stdout and stderr (the same path for both is allowed). On Linux the
+// stdout and stderr (the same path for both is allowed). Its stdout goes
+// through a pipe, copied to the file by this process: a write of up to
+// PIPE_BUF bytes to a pipe is never cut, while one to a file that crosses a
+// page boundary can be cut by SIGKILL, leaving half a line. On Linux the
 // process is killed if the test binary dies.
 func Start(name, bin string, args []string, stdout, stderr string) (*Proc, error) {
 	open := func(path string) (*os.File, error) {
@@ -96,27 +100,43 @@ func Start(name, bin string, args []string, stdout, stderr string) (*Proc, error
 	if err != nil {
 		return nil, fmt.Errorf("childproc: %s: %w", name, err)
 	}
-	defer out.Close() // the child keeps its own descriptor
-	errf := out
-	if stderr != stdout {
-		if errf, err = open(stderr); err != nil {
-			return nil, fmt.Errorf("childproc: %s: %w", name, err)
+	files := []*os.File{out} // closed once the process ended and its output was copied
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
 		}
-		defer errf.Close()
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, errf
+	cmd.Stdout, cmd.Stderr = piped{out}, piped{out}
+	if stderr != stdout {
+		errf, err := open(stderr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("childproc: %s: %w", name, err)
+		}
+		files = append(files, errf)
+		cmd.Stderr = errf
+	}
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = 5 * time.Second // a child of the process holding the pipe does not hold up Wait
 	if err := cmd.Start(); err != nil {
+		closeAll()
 		return nil, fmt.Errorf("childproc: start %s: %w", name, err)
 	}
 	p := &Proc{Name: name, Stdout: stdout, Stderr: stderr, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = cmd.Wait() // and the copy of the pipe
+		closeAll()
 		close(p.done)
 	}()
 	return p, nil
 }
+
+// piped hides the *os.File from exec.Cmd, which then gives the process a
+// pipe and copies it to the file.
+type piped struct{ w io.Writer }
+
+func (p piped) Write(b []byte) (int, error) { return p.w.Write(b) }
 
 // Pid returns the process ID.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
