@@ -24,7 +24,10 @@ import (
 // run, in the table's order and in key order (as the snapshot reads, to
 // resume by key); compare the rows/s. It reports the peak heap in use
 // during the snapshot, and the CPU time this process (the client) used per
-// row. The sub-benchmark pairs reads the three back to back in each round
+// row. The sub-benchmark chunked reads it as a stream whose slot was made
+// before its first start does, and as a resumed snapshot or a backfill do:
+// by key chunks, each delivered at its watermark. The sub-benchmark pairs
+// reads a snapshot and the two COPYs back to back in each round
 // and reports the median of the rounds' ratios: on a machine whose speed
 // drifts between runs, the ratio of reads made side by side is the
 // steadier number. 100,000 rows; 1,000,000 with RESUMABLE_PG_SOAK=1.
@@ -41,45 +44,52 @@ func BenchmarkSnapshot(b *testing.B) {
 		"VACUUM ANALYZE snap",
 	)
 	slots := 0
+	// snapshot reads the table through a new slot: its exported snapshot,
+	// or by chunks when the slot was made before the stream's first start.
+	snapshot := func(b *testing.B, chunked bool) (time.Duration, uint64) {
+		slots++
+		slot := fmt.Sprintf("bench_snap_%d_%d", replSlots.Add(1), slots)
+		if chunked {
+			replExec(b, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peak, n := ms.HeapInuse, 0
+		start := time.Now()
+		src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := stream.New(src, cdc.Extract, cursor.NewMemory(cdc.Cursor{}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = r.Run(ctxFor(b), func(_ context.Context, ev cdc.Event) error {
+			if n++; n%20_000 == 0 {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+			if n == rows {
+				return stream.ErrStop
+			}
+			return nil
+		})
+		took := time.Since(start)
+		b.StopTimer()
+		awaitInactive(b, dsn, slot)
+		replExec(b, dsn, "SELECT pg_drop_replication_slot('"+slot+"')")
+		b.StartTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return took, peak
+	}
 	// Each returns the time its read took (what the harness does after
 	// it, such as dropping the slot, left out) and the peak heap seen.
 	read := map[string]func(b *testing.B) (time.Duration, uint64){
-		"snapshot": func(b *testing.B) (time.Duration, uint64) {
-			slots++
-			slot := fmt.Sprintf("bench_snap_%d_%d", replSlots.Add(1), slots)
-			runtime.GC()
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			peak, n := ms.HeapInuse, 0
-			start := time.Now()
-			src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			r, err := stream.New(src, cdc.Extract, cursor.NewMemory(cdc.Cursor{}))
-			if err != nil {
-				b.Fatal(err)
-			}
-			err = r.Run(ctxFor(b), func(_ context.Context, ev cdc.Event) error {
-				if n++; n%20_000 == 0 {
-					runtime.ReadMemStats(&ms)
-					peak = max(peak, ms.HeapInuse)
-				}
-				if n == rows {
-					return stream.ErrStop
-				}
-				return nil
-			})
-			took := time.Since(start)
-			b.StopTimer()
-			awaitInactive(b, dsn, slot)
-			replExec(b, dsn, "SELECT pg_drop_replication_slot('"+slot+"')")
-			b.StartTimer()
-			if err != nil {
-				b.Fatal(err)
-			}
-			return took, peak
-		},
+		"snapshot":     func(b *testing.B) (time.Duration, uint64) { return snapshot(b, false) },
+		"chunked":      func(b *testing.B) (time.Duration, uint64) { return snapshot(b, true) },
 		"copy":         func(b *testing.B) (time.Duration, uint64) { return copyOut(b, dsn, rows, ""), 0 },
 		"copy-ordered": func(b *testing.B) (time.Duration, uint64) { return copyOut(b, dsn, rows, " ORDER BY id"), 0 },
 		"fetch": func(b *testing.B) (time.Duration, uint64) { // a cursor and FETCH, as the first pass read before COPY
@@ -102,7 +112,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			return time.Since(start), 0
 		},
 	}
-	for _, name := range []string{"snapshot", "copy", "copy-ordered", "fetch", "snapshot", "copy", "copy-ordered", "fetch"} {
+	for _, name := range []string{"snapshot", "chunked", "copy", "copy-ordered", "fetch", "snapshot", "chunked", "copy", "copy-ordered", "fetch"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var peak uint64

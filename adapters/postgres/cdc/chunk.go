@@ -217,25 +217,11 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 			return nil, nil
 		}
 	}
-	cols := make([]string, len(tab.cols))
-	for i, n := range tab.cols {
-		cols[i] = quoteIdent(n)
+	if err := startCopy(pg, tab.copySelect(c.snap.prog.After, c.src.chunkRows)); err != nil {
+		return nil, err
 	}
-	keys := make([]string, len(tab.keys))
-	params := make([]string, len(tab.keys))
-	for i, n := range tab.keys {
-		keys[i] = quoteIdent(n)
-		params[i] = "$" + strconv.Itoa(i+1)
-	}
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + tab.name.quoted()
-	after := c.snap.prog.After
-	if len(after) == len(keys) {
-		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
-	} else {
-		after = nil
-	}
-	q += " ORDER BY " + strings.Join(keys, ", ") + " LIMIT " + strconv.Itoa(c.src.chunkRows)
-	rows, err := query(ctx, pg, q, after...)
+	b := &c.snap.batch
+	arena, _, err := b.read(ctx, pg, len(tab.cols), c.src.chunkRows+1) // LIMIT: to the COPY's end
 	if err != nil {
 		return nil, err
 	}
@@ -246,19 +232,25 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 	if len(committed) > 0 {
 		return nil, nil
 	}
-	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: len(rows) == c.src.chunkRows, keyAt: make(map[string]int, len(rows))}
-	keyIdx := tab.keyIndex()
-	kv := make([][]byte, len(keyIdx))
-	for r, vals := range rows {
-		for i, j := range keyIdx {
-			kv[i] = vals[j]
+	n := len(b.starts) - 1
+	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == c.src.chunkRows, keyAt: make(map[string]int, n), rows: make([][]byte, n)}
+	// Every row's progress in one string, as the export's (see fetch).
+	prefix, texts := c.snap.prog.prefix(), b.texts[:0]
+	k.ends = append(make([]int, 0, n+1), 0)
+	kv := make([][]byte, len(tab.keyIdx))
+	for r := range n {
+		row := arena[b.starts[r]:b.starts[r+1]:b.starts[r+1]]
+		for i, j := range tab.keyIdx {
+			kv[i], _ = packedCol(row, j)
 		}
-		k.keyAt[keyOf(kv)] = r
+		k.keyAt[keyOf(kv)], k.rows[r] = r, row
+		texts = appendProgress(texts, prefix, row, tab.keyIdx)
+		k.ends = append(k.ends, len(texts))
 	}
-	k.rows = packRows(rows)
-	if n := len(rows); n > 0 {
-		for _, j := range keyIdx {
-			k.last = append(k.last, string(rows[n-1][j]))
+	k.texts, b.texts = string(texts), texts
+	if n > 0 {
+		for _, v := range kv { // the last row's
+			k.last = append(k.last, string(v))
 		}
 	}
 	return k, nil
@@ -383,13 +375,7 @@ func (c *conn) chunkRow() (ev Event, ok bool) {
 		if row == nil {
 			continue
 		}
-		w.prog.After = w.prog.After[:0]
-		for _, j := range k.tab.keyIndex() {
-			v, _ := packedCol(row, j)
-			w.prog.After = append(w.prog.After, string(v))
-		}
-		w.prog.After = append([]string(nil), w.prog.After...)
-		w.text = w.prog.encode()
+		w.text = k.texts[k.ends[k.next-1]:k.ends[k.next]]
 		pos := Cursor{LSN: k.at.LSN, Index: k.at.Index, Row: k.next}
 		c.last = pos
 		last := true

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,21 +133,7 @@ func (c *conn) fetch(ctx context.Context) error {
 		return err
 	}
 	if !w.copying {
-		if n := w.side.Frontend().ReadBufferLen(); n > 0 { // the COPY is read from the socket: nothing may wait before it
-			return classify(fmt.Errorf("cdc: snapshot of %s: %d bytes from the server before the COPY", t, n))
-		}
-		cols := make([]string, len(tab.cols))
-		for i, n := range tab.cols {
-			cols[i] = quoteIdent(n)
-		}
-		keys := make([]string, len(tab.keys))
-		for i, n := range tab.keys {
-			keys[i] = quoteIdent(n)
-		}
-		q := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + tab.name.quoted() +
-			" ORDER BY " + strings.Join(keys, ", ") + ") TO STDOUT"
-		w.side.Frontend().Send(&pgproto3.Query{String: q})
-		if err := w.side.Frontend().Flush(); err != nil {
+		if err := startCopy(w.side, tab.copySelect(nil, 0)); err != nil {
 			return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 		}
 		w.copying, w.prefix, w.reading = true, w.prog.prefix(), tab
@@ -165,6 +152,51 @@ func (c *conn) fetch(ctx context.Context) error {
 	}
 	w.texts, w.batch.texts = string(b), b
 	return nil
+}
+
+// copySelect returns a COPY ... TO STDOUT of the table's published columns
+// in key order, of the rows after the key after (text values; none: from
+// the first) and at most limit of them (0: all).
+func (t *table) copySelect(after []string, limit int) string {
+	cols := make([]string, len(t.cols))
+	for i, n := range t.cols {
+		cols[i] = quoteIdent(n)
+	}
+	keys := make([]string, len(t.keys))
+	for i, n := range t.keys {
+		keys[i] = quoteIdent(n)
+	}
+	q := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + t.name.quoted()
+	if len(after) == len(keys) {
+		vals := make([]string, len(after))
+		for i, v := range after {
+			vals[i] = quoteLiteral(v)
+		}
+		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(vals, ", ") + ")"
+	}
+	q += " ORDER BY " + strings.Join(keys, ", ")
+	if limit > 0 {
+		q += " LIMIT " + strconv.Itoa(limit)
+	}
+	return q + ") TO STDOUT"
+}
+
+// quoteLiteral quotes s as an SQL string constant, whatever
+// standard_conforming_strings says: its type is the column's it is compared
+// with.
+func quoteLiteral(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
+}
+
+// startCopy sends q, a COPY ... TO STDOUT, on pg; copyBatch.read reads
+// what it returns, straight from the socket, so nothing may wait in pg's
+// buffer before it.
+func startCopy(pg *pgconn.PgConn, q string) error {
+	if n := pg.Frontend().ReadBufferLen(); n > 0 {
+		return fmt.Errorf("%d bytes from the server before the COPY", n)
+	}
+	pg.Frontend().Send(&pgproto3.Query{String: q})
+	return pg.Frontend().Flush()
 }
 
 // copyBatch reads the rows of a COPY ... TO STDOUT in text format into

@@ -195,6 +195,8 @@ type table struct {
 type chunk struct {
 	tab   *table
 	rows  [][]byte       // packed (see packedCol); nil: dropped
+	texts string         // the progress after each of rows, encoded, one after the other
+	ends  []int          // where each row's progress ends in texts
 	keyAt map[string]int // key (see keyOf) → row
 	last  []string       // key of the last row read
 	more  bool           // the chunk was full: rows may follow
@@ -334,7 +336,8 @@ func (s *Source) publishedTables(ctx context.Context, pg *pgconn.PgConn) ([]tabl
 // keyOf returns the key of a row as one string: the text of its key
 // columns, each preceded by its length.
 func keyOf(vals [][]byte) string {
-	var b []byte
+	var room [64]byte // most keys: the string is the one allocation
+	b := room[:0]
 	for _, v := range vals {
 		b = strconv.AppendInt(b, int64(len(v)), 10)
 		b = append(b, ':')

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
@@ -579,5 +580,68 @@ func TestSnapshotServerStalls(t *testing.T) {
 				t.Fatalf("Run() = %v with %d of %d rows; want every row after the stall", err, len(seen), rows)
 			}
 		})
+	}
+}
+
+// TestSnapshotChunkKeys reads a table by chunks of one row, so that every
+// key becomes the "after" of the next chunk's query: keys of text with
+// quotes, backslashes, tabs, newlines and COPY's NULL marker, of numeric,
+// timestamptz and bytea, composite, come out each once, as the table holds
+// them.
+func TestSnapshotChunkKeys(t *testing.T) {
+	dsn := newDB(t)
+	slot := fmt.Sprintf("snap_%d", replSlots.Add(1))
+	replExec(t, dsn,
+		"CREATE TABLE odd (k text, n numeric, ts timestamptz, b bytea, PRIMARY KEY (k, n, ts, b))",
+		`INSERT INTO odd SELECT k, n, '2026-12-01 10:00:00+00'::timestamptz + g * interval '1 hour', decode(lpad(to_hex(g), 4, '0'), 'hex')
+		FROM unnest(ARRAY['it''s', 'back\slash', E'tab\there', E'new\nline', '"quoted"', '\N', '', 'ünïcødé', 'a,b', E'\\\\N']) WITH ORDINALITY AS k(k, g0),
+			unnest(ARRAY[1.50, -0.0, 1e10]) AS n, generate_series(1, 2) AS g`,
+		"CREATE PUBLICATION pub FOR TABLE odd",
+		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')", // present: the snapshot is read by chunks
+	)
+	t.Cleanup(func() { awaitInactive(t, dsn, slot) })
+	pg, err := pgconn.Connect(ctxFor(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pg.Exec(ctxFor(t), "SELECT k, n::text, ts::text, b::text FROM odd").ReadAll()
+	pg.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, r := range res[0].Rows {
+		want[fmt.Sprintf("%q", r)]++
+	}
+	got := map[string]int{}
+	n := 0
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+		if ev.Op != cdc.Snapshot {
+			return fmt.Errorf("%v event before the snapshot's end", ev.Op)
+		}
+		var row [][]byte
+		for i := range ev.New.Len() {
+			_, v, _ := ev.New.Column(i)
+			row = append(row, v)
+		}
+		got[fmt.Sprintf("%q", row)]++
+		if n++; n == len(res[0].Rows) {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v after %d rows", err, n)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("rows (-table +snapshot):\n%s", diff)
 	}
 }
