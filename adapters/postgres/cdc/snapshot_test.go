@@ -526,19 +526,22 @@ func TestSnapshotExportedOnce(t *testing.T) {
 	}
 }
 
-// TestSnapshotServerStalls: the server stops answering in the middle of a
-// snapshot's read, the connection left open: the first pass's COPY, or a
-// chunk's SELECT (the slot already there, so the snapshot is read by
-// chunks). The idle watchdog closes the stream's connection, which must
-// unblock the read; the stream goes on from a new connection to the last
-// row.
-func TestSnapshotServerStalls(t *testing.T) {
+// TestSnapshotServerFails breaks a snapshot's read, the first pass's COPY
+// or a chunk's (the slot already there, so the snapshot is read by
+// chunks): the server stops answering, the connection left open (stall),
+// or the connection drops at the reply (cut). After a stall the idle
+// watchdog closes the stream's connection, which must unblock the read;
+// either way the stream goes on from a new connection to the last row.
+func TestSnapshotServerFails(t *testing.T) {
 	for _, tt := range []struct {
 		name, match string
 		slotFirst   bool
+		cut         bool
 	}{
-		{name: "copy", match: "COPY (SELECT"},
-		{name: "chunk", match: " LIMIT ", slotFirst: true},
+		{name: "stall copy", match: "COPY (SELECT"},
+		{name: "stall chunk", match: " LIMIT ", slotFirst: true},
+		{name: "cut copy", match: "COPY (SELECT", cut: true},
+		{name: "cut chunk", match: " LIMIT ", slotFirst: true, cut: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const rows = 2000
@@ -549,7 +552,11 @@ func TestSnapshotServerStalls(t *testing.T) {
 			}
 			host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
 			p := pgtest.NewProxy(t, host)
-			p.Stall(tt.match)
+			if tt.cut {
+				p.Cut(tt.match)
+			} else {
+				p.Stall(tt.match)
+			}
 			src, err := cdc.NewSource(p.DSN(dsn, host), slot, "pub", cdc.WithSnapshot(0))
 			if err != nil {
 				t.Fatal(err)
@@ -574,10 +581,10 @@ func TestSnapshotServerStalls(t *testing.T) {
 			select {
 			case <-p.Fired():
 			default:
-				t.Fatalf("the proxy stalled no %q", tt.match)
+				t.Fatalf("the proxy broke no %q", tt.match)
 			}
 			if err != nil || len(seen) != rows {
-				t.Fatalf("Run() = %v with %d of %d rows; want every row after the stall", err, len(seen), rows)
+				t.Fatalf("Run() = %v with %d of %d rows; want every row after the failure", err, len(seen), rows)
 			}
 		})
 	}
