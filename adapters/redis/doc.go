@@ -27,8 +27,10 @@
 //     errclass.Permanent; connection errors and LOADING, BUSY, TRYAGAIN and
 //     the like are retried by the stream's loop; MOVED and ASK are
 //     go-redis's (use a ClusterClient). The package retries nothing itself.
-//   - A blocking read lasts at most [WithBlock]: it bounds how long a
-//     closed connection takes to notice.
+//   - A blocking read lasts at most [WithBlock]. On a *Client it runs on
+//     a connection of its own, and the end of its context or the
+//     connection's Close ends it at once (CLIENT UNBLOCK); on a
+//     ClusterClient or a Ring, within the block time.
 //
 // docs/redis.md in the repository has what is acknowledged when, claims,
 // poison entries, and what a lost or trimmed stream looks like.

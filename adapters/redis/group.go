@@ -219,7 +219,7 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 	}
 	g.opened = true
 	g.unacked = g.unacked[:0]
-	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0"}
+	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: newBlocker(g.rdb)}
 	g.conn = c
 	return c, nil
 }
@@ -359,6 +359,17 @@ func (g *Group) flush(ctx context.Context) error {
 	}
 	if err := g.rdb.XAck(ctx, g.key, g.group, ids...).Err(); err != nil {
 		g.giveBack(ids)
+		g.mu.Lock()
+		closed := g.conn == nil
+		g.mu.Unlock()
+		if closed && ctx.Err() != nil {
+			// A flush that ended with its context (a read or a Save of a
+			// stopping stream) may have held these while the closing
+			// connection's flush found none: acknowledge them now.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			defer cancel()
+			return g.flush(fctx)
+		}
 		return g.classify("XACK", err)
 	}
 	return nil
@@ -406,6 +417,8 @@ type groupConn struct {
 	claimFrom string    // phaseClaim: where XAUTOCLAIM goes on
 	probed    time.Time // phaseNew: when the stream and the group were last checked
 	idle      bool      // phaseNew: the last read found nothing, unchecked
+
+	block *blocker // the blocking reads
 
 	mu     sync.Mutex
 	closed bool
@@ -642,7 +655,7 @@ func (c *groupConn) readNew(ctx context.Context) error {
 			return err
 		}
 		args.Block = g.cfg.block
-		msgs, err = messages(g.rdb.XReadGroup(ctx, args))
+		msgs, err = messages(c.block.read(ctx, func(cmd goredis.Cmdable) *goredis.XStreamSliceCmd { return cmd.XReadGroup(ctx, args) }))
 		g.mu.Lock()
 		g.blocking = false
 		g.mu.Unlock()
@@ -666,8 +679,8 @@ func (c *groupConn) readNew(ctx context.Context) error {
 }
 
 // Close ends the connection and acknowledges the entries committed so far;
-// a read in progress ends within the block time. It may be called more
-// than once.
+// a blocking read in progress ends at once on a *Client (CLIENT UNBLOCK),
+// within the block time otherwise. It may be called more than once.
 func (c *groupConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -676,6 +689,7 @@ func (c *groupConn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	c.block.close()
 	g := c.g
 	g.mu.Lock()
 	if g.conn == c {

@@ -110,7 +110,7 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	if after != s.resynced && gap(in, s.pos, s.ord) {
 		return nil, trimmed(s.key, "the cursor", after, in)
 	}
-	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count)}, nil
+	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count), block: newBlocker(s.rdb)}, nil
 }
 
 // sourceConn is one connection of a Source: it reads from the Source's
@@ -119,6 +119,7 @@ type sourceConn struct {
 	src    *Source
 	buf    []Entry
 	next   int
+	block  *blocker
 	mu     sync.Mutex
 	closed bool
 }
@@ -184,7 +185,9 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		return classify("XREAD "+s.key, err)
 	}
 	if len(msgs) == 0 {
-		msgs, err = messages(s.rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block}))
+		msgs, err = messages(c.block.read(ctx, func(cmd goredis.Cmdable) *goredis.XStreamSliceCmd {
+			return cmd.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
+		}))
 		if err != nil {
 			return classify("XREAD "+s.key, err)
 		}
@@ -244,5 +247,6 @@ func (c *sourceConn) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.block.close()
 	return nil
 }

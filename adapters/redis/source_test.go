@@ -265,3 +265,53 @@ func awaitBlocked(t *testing.T, rdb *goredis.Client, cmd string) {
 	}
 	t.Errorf("no client blocked in %s after %v", cmd, redistest.Timeout)
 }
+
+// TestStopEndsBlockingRead: a reader blocked in XREAD or XREADGROUP with
+// a block time of ten minutes returns as soon as its context ends (CLIENT
+// UNBLOCK), not when the block time runs out; then the same client reads
+// again, the connection of the blocked read given back.
+func TestStopEndsBlockingRead(t *testing.T) {
+	for _, cmd := range []string{"xread", "xreadgroup"} {
+		t.Run(cmd, func(t *testing.T) {
+			_, rdb := server(t)
+			add(t, rdb, "s", 0, 1)
+			var r *stream.Resumer[redis.Entry, string]
+			if cmd == "xread" {
+				src, err := redis.NewSource(rdb, "s", redis.WithBlock(10*time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, _ = redis.NewResumer(src, cursor.NewMemory(""))
+			} else {
+				r, _ = redis.NewGroupResumer(newGroup(t, rdb, "c", redis.WithBlock(10*time.Minute)))
+			}
+			// Rounds 0–2 end the context once the read blocks; the others
+			// at once, so that it may end before the read reaches the
+			// server (the unblocking must wait for it) or before it starts.
+			for round := range 20 {
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() {
+					done <- r.Run(ctx, func(context.Context, redis.Entry) error { return nil })
+				}()
+				if round < 3 {
+					awaitBlocked(t, rdb, cmd)
+				}
+				cancel()
+				guard := time.NewTimer(redistest.Timeout) // a hang ends here, not after the block time
+				select {
+				case err := <-done:
+					if !errors.Is(err, context.Canceled) && (round < 3 || err != nil) {
+						t.Fatalf("round %d: Run() = %v, want context.Canceled", round, err)
+					}
+				case <-guard.C:
+					t.Fatalf("round %d: Run() still blocked %v after its context ended", round, redistest.Timeout)
+				}
+				guard.Stop()
+			}
+			if st := rdb.PoolStats(); st.TotalConns > 4 {
+				t.Errorf("the client's pool holds %d connections after 20 runs, want the blocked reads' given back", st.TotalConns)
+			}
+		})
+	}
+}
