@@ -68,7 +68,10 @@ func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn fun
 // each batch is applied exactly once, retried as Transactional retries.
 // fn receives the batch as RunBatch hands it over (valid until fn
 // returns); an empty batch does nothing. Its rules and errors are
-// Transactional's.
+// Transactional's. An fn that returns stream.ErrStop has its effects
+// committed with the cursor of the batch's last event: it must have
+// applied the whole batch, or the events it left out are never delivered
+// again.
 func TransactionalBatch[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn func(ctx context.Context, tx pgx.Tx, events []T) error) func(ctx context.Context, events []T) error {
 	if s == nil || extract == nil || fn == nil {
 		return func(context.Context, []T) error {
