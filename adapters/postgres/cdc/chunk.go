@@ -233,23 +233,20 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 		return nil, nil
 	}
 	n := len(b.starts) - 1
-	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == c.src.chunkRows, keyAt: make(map[string]int, n), rows: make([][]byte, n)}
+	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == c.src.chunkRows, rows: make([][]byte, n)}
 	// Every row's progress in one string, as the export's (see fetch).
 	prefix, texts := c.snap.prog.prefix(), b.texts[:0]
 	k.ends = append(make([]int, 0, n+1), 0)
-	kv := make([][]byte, len(tab.keyIdx))
 	for r := range n {
 		row := arena[b.starts[r]:b.starts[r+1]:b.starts[r+1]]
-		for i, j := range tab.keyIdx {
-			kv[i], _ = packedCol(row, j)
-		}
-		k.keyAt[keyOf(kv)], k.rows[r] = r, row
+		k.rows[r] = row
 		texts = appendProgress(texts, prefix, row, tab.keyIdx)
 		k.ends = append(k.ends, len(texts))
 	}
 	k.texts, b.texts = string(texts), texts
 	if n > 0 {
-		for _, v := range kv { // the last row's
+		for _, j := range tab.keyIdx {
+			v, _ := packedCol(k.rows[n-1], j)
 			k.last = append(k.last, string(v))
 		}
 	}
@@ -336,6 +333,9 @@ func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
 			continue
 		}
 		found = true
+		if k.keyAt == nil { // the first change the chunk must look its rows up for
+			k.index()
+		}
 		if i, ok := k.keyAt[keyOf(kv)]; ok {
 			k.rows[i] = nil
 		}
@@ -343,6 +343,21 @@ func (c *conn) observe(op Op, r *relation, old, new *pglogrepl.TupleData) {
 	if !found { // the key was not sent (a TOASTed key left unchanged): read the chunk again
 		clear(k.rows)
 		k.redo = true
+	}
+}
+
+// index maps the key of each of the chunk's rows to the row.
+func (k *chunk) index() {
+	k.keyAt = make(map[string]int, len(k.rows))
+	kv := make([][]byte, len(k.tab.keyIdx))
+	for r, row := range k.rows {
+		if row == nil {
+			continue
+		}
+		for i, j := range k.tab.keyIdx {
+			kv[i], _ = packedCol(row, j)
+		}
+		k.keyAt[keyOf(kv)] = r
 	}
 }
 

@@ -197,7 +197,7 @@ type chunk struct {
 	rows  [][]byte       // packed (see packedCol); nil: dropped
 	texts string         // the progress after each of rows, encoded, one after the other
 	ends  []int          // where each row's progress ends in texts
-	keyAt map[string]int // key (see keyOf) → row
+	keyAt map[string]int // key (see keyOf) → row; nil until a change of the table needs it
 	last  []string       // key of the last row read
 	more  bool           // the chunk was full: rows may follow
 	redo  bool           // a change of an unknown key: read the chunk again
