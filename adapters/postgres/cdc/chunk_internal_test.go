@@ -54,7 +54,7 @@ func TestProgressEncoding(t *testing.T) {
 	if diff := cmp.Diff(p, got); diff != "" {
 		t.Fatalf("decode(encode(p)) (-want +got):\n%s", diff)
 	}
-	row := packRows([][][]byte{{[]byte("x\x00y"), nil, []byte(`1"`)}})[0]
+	row := appendPacked(nil, [][]byte{[]byte("x\x00y"), nil, []byte(`1"`)})
 	at := string(appendProgress(nil, p.prefix(), row, []int{0, 2}))
 	want := progress{Tables: p.Tables, After: []string{"x\x00y", `1"`}}.encode()
 	if at != want {

@@ -68,26 +68,6 @@ func appendPacked(b []byte, vals [][]byte) []byte {
 	return b
 }
 
-// packRows packs rows of text values (nil for NULL) into one allocation,
-// and returns each row's packed slice (capacity ending with it).
-func packRows(rows [][][]byte) [][]byte {
-	size := 0
-	for _, vals := range rows {
-		size += packedHeader(len(vals)) + len(vals)
-		for _, v := range vals {
-			size += len(v)
-		}
-	}
-	arena := make([]byte, 0, size)
-	out := make([][]byte, len(rows))
-	for r, vals := range rows {
-		start := len(arena)
-		arena = appendPacked(arena, vals)
-		out[r] = arena[start:len(arena):len(arena)]
-	}
-	return out
-}
-
 // growBy extends b by n bytes, of any value.
 func growBy(b []byte, n int) []byte {
 	if len(b)+n <= cap(b) {

@@ -3,7 +3,6 @@ package cdc
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -120,34 +119,37 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 }
 
 // replayTable emits a Snapshot event per row of the table name (quoted: as
-// SQL names it), reading pageSize rows at a time through a cursor.
+// SQL names it), read by one COPY and handed over pageSize rows at a time.
 func replayTable(ctx context.Context, pg *pgconn.PgConn, name, quoted string, pageSize int, emit func(Event) error) error {
-	if err := execAll(ctx, pg, "DECLARE resumable_resync NO SCROLL CURSOR FOR SELECT * FROM "+quoted); err != nil {
-		return err
+	rel := &relation{name: name} // names only: a resync's rows mark no key
+	names := pg.Exec(ctx, "SELECT * FROM "+quoted+" LIMIT 0")
+	for names.NextResult() { // ReadAll keeps the columns of a result with rows only
+		for _, f := range names.ResultReader().FieldDescriptions() {
+			rel.names = append(rel.names, f.Name)
+		}
+		_, _ = names.ResultReader().Close()
 	}
-	fetch := "FETCH FORWARD " + strconv.Itoa(pageSize) + " FROM resumable_resync"
-	var rel *relation
-	for {
-		res, err := pg.Exec(ctx, fetch).ReadAll()
+	if err := names.Close(); err != nil {
+		return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
+	}
+	if err := startCopy(pg, "COPY (SELECT * FROM "+quoted+") TO STDOUT"); err != nil {
+		return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
+	}
+	var b copyBatch
+	for eof := false; !eof; {
+		rows, end, err := b.read(ctx, pg, len(rel.names), pageSize)
 		if err != nil {
 			return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
 		}
-		page := res[0]
-		if rel == nil { // names only: a resync's rows mark no key
-			rel = &relation{name: name}
-			for _, f := range page.FieldDescriptions {
-				rel.names = append(rel.names, f.Name)
-			}
-		}
-		for _, row := range packRows(page.Rows) {
+		eof = end
+		for i := range len(b.starts) - 1 {
+			row := rows[b.starts[i]:b.starts[i+1]:b.starts[i+1]]
 			if err := emit(Event{Op: Snapshot, Relation: name, New: Tuple{rel: rel, packed: row}}); err != nil {
-				return err
+				return err // the COPY is left unread: the connection is closed
 			}
-		}
-		if len(page.Rows) < pageSize {
-			return execAll(ctx, pg, "CLOSE resumable_resync")
 		}
 	}
+	return nil
 }
 
 // execAll runs each statement on pg.
