@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,9 +58,13 @@ func applyTx(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
 // ends, at random, with a stop or with a crash (an error after the
 // effects were written, which rolls them back with the cursor), and the
 // next picks Run or RunBatch at random: the replica ends equal to the
-// tables.
+// tables. 2,000 rows, 3 writers for 8 runs; RESUMABLE_PG_SOAK=1: 50,000
+// rows, 6 writers for 40 runs.
 func TestSnapshotTransactional(t *testing.T) {
-	rows, writers := 2000, 3
+	rows, writers, maxPiece, backfillAt, quietAt := 2000, 3, 700, 3, 8
+	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
+		rows, writers, maxPiece, backfillAt, quietAt = 50_000, 6, 5000, 15, 40
+	}
 	dsn := newDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	replExec(t, dsn, "CREATE TABLE replica (tab text, k text, r text, PRIMARY KEY (tab, k))")
@@ -79,10 +84,10 @@ func TestSnapshotTransactional(t *testing.T) {
 	backfill, crashes, batched := false, 0, 0
 	for piece := 0; ; piece++ {
 		switch piece {
-		case 3: // pairs joins the publication, and is backfilled
+		case backfillAt: // pairs joins the publication, and is backfilled
 			replExec(t, dsn, "ALTER PUBLICATION pub ADD TABLE pairs")
 			backfill = true
-		case 8:
+		case quietAt:
 			stopWriters()
 			wg.Wait()
 			replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
@@ -97,7 +102,7 @@ func TestSnapshotTransactional(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if applied == 1 && saved.Snapshot == "" {
+		if piece > quietAt && applied == 1 && saved.Snapshot == "" {
 			break
 		}
 		src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(rows/10))
@@ -113,12 +118,12 @@ func TestSnapshotTransactional(t *testing.T) {
 		var sentinel, done atomic.Bool
 		sentinel.Store(applied == 1)
 		hooks := stream.WithHooks(stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
-			if sentinel.Load() && e.Cursor.Snapshot == "" && piece >= 8 {
+			if sentinel.Load() && e.Cursor.Snapshot == "" && piece >= quietAt {
 				done.Store(true)
 				cancel()
 			}
 		}})
-		n, stopAt, crash := 0, rng.IntN(700)+1, rng.IntN(2) == 0
+		n, stopAt, crash := 0, rng.IntN(maxPiece)+1, rng.IntN(2) == 0
 		// step applies ev and says how the run ends after it, if it does.
 		step := func(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
 			if err := applyTx(ctx, tx, ev); err != nil {
