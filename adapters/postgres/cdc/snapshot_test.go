@@ -27,6 +27,7 @@ import (
 // replica is a consumer that applies events as upserts: a map per table
 // from the text of a row's key columns to the text of the whole row.
 type replica struct {
+	mu        sync.Mutex // apply may run on concurrent handlers
 	rows      map[string]map[string]string
 	snapshots int
 	sentinel  atomic.Bool
@@ -52,6 +53,8 @@ func rowText(t cdc.Tuple) (key, row string) {
 }
 
 func (rp *replica) apply(ev cdc.Event) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
 	if ev.Relation == "public.sentinel" {
 		rp.sentinel.Store(true)
 		return
@@ -226,10 +229,10 @@ func runPiece(t testing.TB, src *cdc.Source, store *killable, rp *replica, stopA
 	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
-	n := 0
+	var n atomic.Int64
 	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 		rp.apply(ev)
-		if n++; n >= stopAt {
+		if n.Add(1) >= int64(stopAt) {
 			if clean {
 				return stream.ErrStop
 			}
@@ -248,7 +251,7 @@ func runPiece(t testing.TB, src *cdc.Source, store *killable, rp *replica, stopA
 // ended by a stop, as a kill and a restart would), applying to rp, until
 // the sentinel row arrived and a cursor with no snapshot under way was
 // committed. It returns the number of pieces.
-func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *replica, rng *rand.Rand, maxPiece int) int {
+func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *replica, rng *rand.Rand, maxPiece int, opts ...stream.Option) int {
 	t.Helper()
 	for pieces := 1; ; pieces++ {
 		ctx, cancel := context.WithCancel(ctxFor(t))
@@ -260,14 +263,15 @@ func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *re
 			}
 		}}
 		store.dead.Store(false)
-		r, err := cdc.NewResumer(src, store, stream.WithHooks(hooks))
+		r, err := cdc.NewResumer(src, store, append([]stream.Option{stream.WithHooks(hooks)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, stopAt, clean := 0, rng.IntN(maxPiece)+1, rng.IntN(2) == 0
+		var n atomic.Int64
+		stopAt, clean := int64(rng.IntN(maxPiece)+1), rng.IntN(2) == 0
 		err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
 			rp.apply(ev)
-			if n++; n >= stopAt {
+			if n.Add(1) >= stopAt {
 				if clean {
 					return stream.ErrStop
 				}
@@ -287,6 +291,21 @@ func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *re
 }
 
 func TestSnapshotWithWritersAndRestarts(t *testing.T) {
+	// Under WithConcurrency, events are ordered by table: an UPDATE that
+	// changes a row's key touches two keys, so an order by row key would let
+	// the old key's events and the new key's overtake each other.
+	for _, tt := range []struct {
+		name string
+		opts []stream.Option
+	}{
+		{name: "serial"},
+		{name: "concurrent by table", opts: []stream.Option{stream.WithConcurrency(8), stream.WithOrderKey(func(ev cdc.Event) string { return ev.Relation })}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { snapshotWithWritersAndRestarts(t, tt.opts...) })
+	}
+}
+
+func snapshotWithWritersAndRestarts(t *testing.T, opts ...stream.Option) {
 	rows, kills, writers, maxPiece, pieces := 3000, 0, 4, 700, 6
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
 		rows, writers, maxPiece, pieces = 200000, 8, 20000, 20
@@ -305,7 +324,7 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 	// Pieces while the writers run, each ended by a kill or a stop, then
 	// the writers stop and a sentinel marks the end.
 	for i := range pieces {
-		if err := runPiece(t, src, store, rp, rng.IntN(maxPiece)+1, i%2 == 1); err != nil {
+		if err := runPiece(t, src, store, rp, rng.IntN(maxPiece)+1, i%2 == 1, opts...); err != nil {
 			t.Fatal(err)
 		}
 		kills++
@@ -313,7 +332,7 @@ func TestSnapshotWithWritersAndRestarts(t *testing.T) {
 	cancel()
 	wg.Wait()
 	replExec(t, dsn, "INSERT INTO sentinel VALUES (1)")
-	kills += consumeUntilSentinel(t, src, store, rp, rng, maxPiece)
+	kills += consumeUntilSentinel(t, src, store, rp, rng, maxPiece, opts...)
 	want := tableRows(t, dsn, "items", "pairs")
 	want["public.empty"] = nil
 	got := map[string]map[string]string{}
