@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
@@ -17,12 +18,12 @@ import (
 // synchronous_commit as given, and the table effects.
 func benchPool(b *testing.B, syncCommit string) *pgxpool.Pool {
 	b.Helper()
-	cfg, err := pgxpool.ParseConfig(newDB(b))
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = syncCommit
-	pool, err := pgxpool.NewWithConfig(ctxFor(b), cfg)
+	pool, err := pgxpool.NewWithConfig(pgtest.Ctx(b), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func BenchmarkTransactional(b *testing.B) {
 				b.Fatal(err)
 			}
 			handle := postgres.Transactional(s, streamtest.Extract[struct{}], insertEffect)
-			ctx := ctxFor(b)
+			ctx := pgtest.Ctx(b)
 			if _, err := s.Load(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func BenchmarkTransactional(b *testing.B) {
 		})
 		b.Run("sync="+syncCommit+"/hand-written", func(b *testing.B) {
 			pool := benchPool(b, syncCommit)
-			ctx := ctxFor(b)
+			ctx := pgtest.Ctx(b)
 			execSQL(b, pool, "CREATE TABLE cursors (stream text PRIMARY KEY, cursor bytea NOT NULL, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",
 				"INSERT INTO cursors VALUES ('bench', '0', 1)")
 			codec := cursor.Int64()
@@ -89,7 +90,7 @@ func BenchmarkTransactionalPaired(b *testing.B) {
 	for _, syncCommit := range []string{"on", "off"} {
 		b.Run("sync="+syncCommit, func(b *testing.B) {
 			pool := benchPool(b, syncCommit)
-			ctx := ctxFor(b)
+			ctx := pgtest.Ctx(b)
 			s, err := postgres.NewStore(pool, "bench", cursor.Int64(), 0)
 			if err != nil {
 				b.Fatal(err)

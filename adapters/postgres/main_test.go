@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,24 +23,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(pgtest.Main(m))
-}
-
-// deadline bounds every wait of these tests; it guards against a hang and
-// is never a timing assertion.
-const deadline = 2 * time.Minute
-
-// ctxFor returns a context bounded by deadline and ended with t.
-func ctxFor(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// newDB returns the URL of a database of t's own on the shared server.
-func newDB(t testing.TB) string {
-	t.Helper()
-	return pgtest.Shared(t).CreateDB(t)
 }
 
 // counter is a pgx tracer that counts the statements a pool sends
@@ -65,7 +46,7 @@ func newPool(t testing.TB, dsn string) (*pgxpool.Pool, *counter) {
 	}
 	c := &counter{}
 	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(ctxFor(t), cfg)
+	pool, err := pgxpool.NewWithConfig(pgtest.Ctx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +58,7 @@ func newPool(t testing.TB, dsn string) (*pgxpool.Pool, *counter) {
 func execSQL(t testing.TB, pool *pgxpool.Pool, sql ...string) {
 	t.Helper()
 	for _, q := range sql {
-		if _, err := pool.Exec(ctxFor(t), q); err != nil {
+		if _, err := pool.Exec(pgtest.Ctx(t), q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -87,7 +68,7 @@ func execSQL(t testing.TB, pool *pgxpool.Pool, sql ...string) {
 // "count distinct min max" and the list of duplicates.
 func effects(t testing.TB, pool *pgxpool.Pool, table string) (summary string, dups []int64) {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	var n, distinct, lo, hi int64
 	err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*), count(DISTINCT seq), coalesce(min(seq), 0), coalesce(max(seq), 0) FROM %s", table)).Scan(&n, &distinct, &lo, &hi)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 )
 
 // benchOutboxRows is the table both relays of BenchmarkOutboxRelay read
@@ -21,7 +22,7 @@ const benchOutboxRows = 20000
 // table with benchOutboxRows rows, and its Outbox.
 func benchOutbox(b *testing.B) (*pgxpool.Pool, *postgres.Outbox[msg]) {
 	b.Helper()
-	pool, _ := newPool(b, newDB(b))
+	pool, _ := newPool(b, pgtest.NewDB(b))
 	o := newOutbox(b, pool)
 	openOutbox(b, o, postgres.OutboxCursor{}).Close()
 	for range benchOutboxRows / 100 {
@@ -41,7 +42,7 @@ func benchOutbox(b *testing.B) (*pgxpool.Pool, *postgres.Outbox[msg]) {
 // are their throughputs, ratio the first over the second.
 func BenchmarkOutboxRelay(b *testing.B) {
 	pool, o := benchOutbox(b)
-	ctx := ctxFor(b)
+	ctx := pgtest.Ctx(b)
 	var outbox, naive time.Duration
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -100,7 +101,7 @@ func BenchmarkOutboxRecv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := ctxFor(b)
+	ctx := pgtest.Ctx(b)
 	b.ReportAllocs()
 	var allocs uint64
 	for b.Loop() {
@@ -128,7 +129,7 @@ func BenchmarkOutboxRecv(b *testing.B) {
 // timed), which both then read.
 func BenchmarkOutboxRelayWarm(b *testing.B) {
 	pool, o := benchOutbox(b)
-	ctx := ctxFor(b)
+	ctx := pgtest.Ctx(b)
 	c, err := o.Open(ctx, postgres.OutboxCursor{})
 	if err != nil {
 		b.Fatal(err)

@@ -30,19 +30,19 @@ func TestOutboxLongTransaction(t *testing.T) {
 	if soakFull() {
 		hold = 30 * time.Second
 	}
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE other (x int)")
 	o := newOutbox(t, pool)
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 
-	long, err := pool.Begin(ctxFor(t))
+	long, err := pool.Begin(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer long.Rollback(ctxFor(t))
+	defer long.Rollback(pgtest.Ctx(t))
 	var xid uint64
 	var pid int
-	if err := long.QueryRow(ctxFor(t), "INSERT INTO other VALUES (1) RETURNING pg_current_xact_id()::text::bigint, pg_backend_pid()").Scan(&xid, &pid); err != nil {
+	if err := long.QueryRow(pgtest.Ctx(t), "INSERT INTO other VALUES (1) RETURNING pg_current_xact_id()::text::bigint, pg_backend_pid()").Scan(&xid, &pid); err != nil {
 		t.Fatal(err)
 	}
 	const rows = 5
@@ -55,7 +55,7 @@ func TestOutboxLongTransaction(t *testing.T) {
 		t.Fatalf("Hold() = %+v, want transaction %d, pid %d", h, xid, pid)
 	}
 	// The workload: the transaction stays open for the hold's length.
-	if err := sleepCtx(ctxFor(t), hold); err != nil {
+	if err := sleepCtx(pgtest.Ctx(t), hold); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -69,7 +69,7 @@ func TestOutboxLongTransaction(t *testing.T) {
 		t.Fatalf("Hold() after %v = %+v (held %v), want transaction %d held at least %v", hold, h, held, xid, hold)
 	}
 	ended := time.Now()
-	if err := long.Commit(ctxFor(t)); err != nil {
+	if err := long.Commit(pgtest.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if evs := <-got; len(evs) != rows {
@@ -104,12 +104,12 @@ func (b *lockedBuffer) String() string {
 // the transaction's backend, and relays the rows once the transaction
 // ended.
 func exampleHold(t *testing.T, bin string) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
 	long := begin(t, pool, "first")
 	var pid int
-	if err := long.QueryRow(ctxFor(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+	if err := long.QueryRow(pgtest.Ctx(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, begin(t, pool, "second"))
@@ -128,7 +128,7 @@ func exampleHold(t *testing.T, bin string) {
 			t.Errorf("the relay on SIGTERM: %v\n%s", err, stderr.String())
 		}
 	}()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	want := fmt.Sprintf(", pid %d\n", pid)
 	awaitCond(t, ctx, "the hold on stderr", func() bool { return strings.Contains(stderr.String(), want) })
 	if out := stdout.String(); out != "" {
@@ -163,7 +163,7 @@ func TestOutboxServerCrash(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(got)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	done := make(chan error, 1)
 	go func() {
 		done <- r.Run(ctx, func(_ context.Context, ev msgEvent) error {
@@ -173,7 +173,7 @@ func TestOutboxServerCrash(t *testing.T) {
 			return nil
 		})
 	}()
-	awaitCond(t, ctxFor(t), "the rows before the crash", func() bool { return len(handled()) == 3 })
+	awaitCond(t, pgtest.Ctx(t), "the rows before the crash", func() bool { return len(handled()) == 3 })
 	if err := srv.Crash(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestOutboxServerCrash(t *testing.T) {
 	for _, p := range []string{"4", "5"} {
 		commit(t, begin(t, pool, p))
 	}
-	awaitCond(t, ctxFor(t), "the rows after the crash", func() bool { return len(handled()) >= 5 })
+	awaitCond(t, pgtest.Ctx(t), "the rows after the crash", func() bool { return len(handled()) >= 5 })
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run() = %v", err)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 )
 
 // envSoak turns on the full-size outbox runs: 20,000 committed rows and 20
@@ -207,9 +209,9 @@ func (r soakResult) String() string {
 func (s *soak) run(t *testing.T, bin string) soakResult {
 	t.Helper()
 	s.committed, s.rolledBack, s.seen, s.naive = map[int64]time.Time{}, map[int64]bool{}, map[int64]time.Time{}, map[int64]bool{}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn+"&pool_max_conns="+strconv.Itoa(s.writers+2))
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	if soakFull() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(t.Context(), 15*time.Minute)

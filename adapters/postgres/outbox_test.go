@@ -41,7 +41,7 @@ func newOutbox(t testing.TB, pool *pgxpool.Pool, opts ...postgres.OutboxOption) 
 // openOutbox opens a connection of o after after, closed when t ends.
 func openOutbox(t testing.TB, o *postgres.Outbox[msg], after postgres.OutboxCursor) stream.Conn[msgEvent] {
 	t.Helper()
-	c, err := o.Open(ctxFor(t), after)
+	c, err := o.Open(pgtest.Ctx(t), after)
 	if err != nil {
 		t.Fatalf("Open(%v) = %v", after, err)
 	}
@@ -54,7 +54,7 @@ func recvN(t testing.TB, c stream.Conn[msgEvent], n int) []msgEvent {
 	t.Helper()
 	var got []msgEvent
 	for range n {
-		ev, err := c.Recv(ctxFor(t))
+		ev, err := c.Recv(pgtest.Ctx(t))
 		if err != nil {
 			t.Fatalf("Recv() after %d rows = %v", len(got), err)
 		}
@@ -76,12 +76,12 @@ func payloads(evs []msgEvent) []string {
 // is rolled back when t ends unless committed.
 func begin(t testing.TB, pool *pgxpool.Pool, payload string) pgx.Tx {
 	t.Helper()
-	tx, err := pool.Begin(ctxFor(t))
+	tx, err := pool.Begin(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctxFor(t), "INSERT INTO outbox (payload) VALUES ($1)", payload); err != nil {
+	if _, err := tx.Exec(pgtest.Ctx(t), "INSERT INTO outbox (payload) VALUES ($1)", payload); err != nil {
 		t.Fatal(err)
 	}
 	return tx
@@ -89,7 +89,7 @@ func begin(t testing.TB, pool *pgxpool.Pool, payload string) pgx.Tx {
 
 func commit(t testing.TB, tx pgx.Tx) {
 	t.Helper()
-	if err := tx.Commit(ctxFor(t)); err != nil {
+	if err := tx.Commit(pgtest.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,7 +97,7 @@ func commit(t testing.TB, tx pgx.Tx) {
 // awaitHold polls o.Hold until it names a holder, within deadline.
 func awaitHold(t testing.TB, o *postgres.Outbox[msg]) postgres.OutboxHold {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -106,7 +106,7 @@ func awaitHold(t testing.TB, o *postgres.Outbox[msg]) postgres.OutboxHold {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no hold reported within %v", deadline)
+			t.Fatalf("no hold reported within %v", pgtest.Deadline)
 		case <-tick.C:
 		}
 	}
@@ -118,7 +118,7 @@ func recvAsync(t testing.TB, c stream.Conn[msgEvent], n int) <-chan []msgEvent {
 	go func() {
 		var got []msgEvent
 		for range n {
-			ev, err := c.Recv(ctxFor(t))
+			ev, err := c.Recv(pgtest.Ctx(t))
 			if err != nil {
 				t.Errorf("Recv() after %d rows = %v", len(got), err)
 				break
@@ -135,14 +135,14 @@ func recvAsync(t testing.TB, c stream.Conn[msgEvent], n int) <-chan []msgEvent {
 // later row back until the earlier one committed, reports the hold, and
 // then delivers both in transaction order.
 func TestOutboxOutOfOrderCommit(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithPollInterval(10*time.Minute))
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 
 	first := begin(t, pool, "first")   // takes id 1 and the smaller xid
 	second := begin(t, pool, "second") // takes id 2
 	var pid int
-	if err := first.QueryRow(ctxFor(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+	if err := first.QueryRow(pgtest.Ctx(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, second)
@@ -176,14 +176,14 @@ func TestOutboxOutOfOrderCommit(t *testing.T) {
 // behind a transaction that rolls back (which notifies nobody) is read by
 // the re-reads while held.
 func TestOutboxRollback(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithPollInterval(10*time.Minute))
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 	aborted := begin(t, pool, "aborted")
 	commit(t, begin(t, pool, "kept"))
 	got := recvAsync(t, c, 1)
 	awaitHold(t, o)
-	if err := aborted.Rollback(ctxFor(t)); err != nil {
+	if err := aborted.Rollback(pgtest.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if evs := <-got; fmt.Sprint(payloads(evs)) != "[kept]" {
@@ -194,7 +194,7 @@ func TestOutboxRollback(t *testing.T) {
 // TestOutboxNotifyWakes: with a poll interval longer than the test's
 // deadline, only the trigger's notification can deliver the row.
 func TestOutboxNotifyWakes(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithPollInterval(time.Hour))
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 	got := recvAsync(t, c, 3)
@@ -208,7 +208,7 @@ func TestOutboxNotifyWakes(t *testing.T) {
 
 // TestOutboxPollsWithoutListen: WithNotify("") reads at the poll interval.
 func TestOutboxPollsWithoutListen(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithNotify(""), postgres.WithPollInterval(20*time.Millisecond))
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 	got := recvAsync(t, c, 2)
@@ -223,12 +223,12 @@ func TestOutboxPollsWithoutListen(t *testing.T) {
 // starts with the next row, inside a transaction too; pages smaller than
 // the backlog lose nothing.
 func TestOutboxResumesAfterCursor(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithBatchSize(2))
 	openOutbox(t, o, postgres.OutboxCursor{}) // creates the table
 	tx := begin(t, pool, "1")
 	for _, p := range []string{"2", "3"} {
-		if _, err := tx.Exec(ctxFor(t), "INSERT INTO outbox (payload) VALUES ($1)", p); err != nil {
+		if _, err := tx.Exec(pgtest.Ctx(t), "INSERT INTO outbox (payload) VALUES ($1)", p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -248,11 +248,11 @@ func TestOutboxResumesAfterCursor(t *testing.T) {
 // TestOutboxCloseAndCancel: Close ends a pending Recv; so does the end of
 // Recv's context, with an error matching it.
 func TestOutboxCloseAndCancel(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool, postgres.WithPollInterval(time.Hour))
 
 	c := openOutbox(t, o, postgres.OutboxCursor{})
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Recv(ctx)
@@ -265,7 +265,7 @@ func TestOutboxCloseAndCancel(t *testing.T) {
 
 	c = openOutbox(t, o, postgres.OutboxCursor{})
 	go func() {
-		_, err := c.Recv(ctxFor(t))
+		_, err := c.Recv(pgtest.Ctx(t))
 		done <- err
 	}()
 	if err := c.Close(); err != nil {
@@ -283,7 +283,7 @@ func TestOutboxCloseAndCancel(t *testing.T) {
 // transaction this server never assigned (a restored database), is
 // stream.ErrSourceChanged, marked Expired; a cursor of this server is not.
 func TestOutboxSourceChanged(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
 	openOutbox(t, o, postgres.OutboxCursor{})
 	commit(t, begin(t, pool, "a"))
@@ -298,7 +298,7 @@ func TestOutboxSourceChanged(t *testing.T) {
 		{name: "a transaction never assigned", after: postgres.OutboxCursor{Tx: row.Cursor.Tx + 1_000_000, Seq: 1, System: row.Cursor.System}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := o.Open(ctxFor(t), tc.after)
+			c, err := o.Open(pgtest.Ctx(t), tc.after)
 			if err == nil {
 				c.Close()
 			}
@@ -324,7 +324,7 @@ func TestOutboxServerWiped(t *testing.T) {
 	if err := srv.Wipe(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := o.Open(ctxFor(t), row.Cursor)
+	c, err := o.Open(pgtest.Ctx(t), row.Cursor)
 	if err == nil {
 		c.Close()
 	}
@@ -333,7 +333,7 @@ func TestOutboxServerWiped(t *testing.T) {
 	}
 	// A cursor without the system identifier is still refused: its
 	// transaction id is beyond the new cluster's.
-	c, err = o.Open(ctxFor(t), postgres.OutboxCursor{Tx: row.Cursor.Tx, Seq: row.Cursor.Seq})
+	c, err = o.Open(pgtest.Ctx(t), postgres.OutboxCursor{Tx: row.Cursor.Tx, Seq: row.Cursor.Seq})
 	if err == nil {
 		c.Close()
 	}
@@ -345,7 +345,7 @@ func TestOutboxServerWiped(t *testing.T) {
 // TestOutboxTable: a missing table without WithCreate, and a table
 // without the xid column, are permanent errors that say what to do.
 func TestOutboxTable(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE plain (id bigserial PRIMARY KEY, payload text NOT NULL)")
 	for _, tc := range []struct {
 		name, table, want string
@@ -358,7 +358,7 @@ func TestOutboxTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := o.Open(ctxFor(t), postgres.OutboxCursor{})
+			c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
 			if err == nil {
 				c.Close()
 			}
@@ -403,7 +403,7 @@ func TestNewOutboxInvalid(t *testing.T) {
 // TestOutboxDeleting: a Deleting store lets the Outbox delete the rows up
 // to the stored cursor, never beyond.
 func TestOutboxDeleting(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
 	openOutbox(t, o, postgres.OutboxCursor{})
 	for _, p := range []string{"1", "2", "3", "4"} {
@@ -412,13 +412,13 @@ func TestOutboxDeleting(t *testing.T) {
 	store := o.Deleting(cursor.NewMemory(postgres.OutboxCursor{}))
 	c := openOutbox(t, o, postgres.OutboxCursor{})
 	evs := recvN(t, c, 4) // one page: nothing stored, nothing deleted
-	if err := store.Save(ctxFor(t), evs[1].Cursor); err != nil {
+	if err := store.Save(pgtest.Ctx(t), evs[1].Cursor); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, begin(t, pool, "5"))
 	recvN(t, c, 1) // the read that brings 5 deletes first
 	var left []string
-	rows, err := pool.Query(ctxFor(t), "SELECT payload FROM outbox ORDER BY id")
+	rows, err := pool.Query(pgtest.Ctx(t), "SELECT payload FROM outbox ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,13 +431,13 @@ func TestOutboxDeleting(t *testing.T) {
 
 	// A stored cursor of another server deletes nothing here.
 	other := postgres.OutboxCursor{Tx: evs[3].Cursor.Tx + 100, Seq: 1 << 40, System: "another"}
-	if err := store.Save(ctxFor(t), other); err != nil {
+	if err := store.Save(pgtest.Ctx(t), other); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, begin(t, pool, "6"))
 	recvN(t, c, 1)
 	var n int
-	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*) FROM outbox").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 4 {
@@ -449,7 +449,7 @@ func TestOutboxDeleting(t *testing.T) {
 // database with Transactional, stopping the stream several times: every
 // row's effect exists exactly once.
 func TestOutboxTransactional(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
 	o := newOutbox(t, pool, postgres.WithBatchSize(7))
 	openOutbox(t, o, postgres.OutboxCursor{})
@@ -478,7 +478,7 @@ func TestOutboxTransactional(t *testing.T) {
 		// ErrStop is returned after the transaction committed: returned by
 		// the function inside it, it would roll the effect back while the
 		// stream commits the cursor.
-		err = r.Run(ctxFor(t), func(ctx context.Context, ev msgEvent) error {
+		err = r.Run(pgtest.Ctx(t), func(ctx context.Context, ev msgEvent) error {
 			if err := handle(ctx, ev); err != nil {
 				return err
 			}
@@ -500,7 +500,7 @@ func TestOutboxTransactional(t *testing.T) {
 // TestOutboxSelectOnly: a role that may only connect and SELECT from the
 // table relays it, holds included: no replication, no superuser.
 func TestOutboxSelectOnly(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
 	role := fmt.Sprintf("relay_%d", time.Now().UnixNano())
@@ -517,7 +517,7 @@ func TestOutboxSelectOnly(t *testing.T) {
 	open := begin(t, pool, "first")
 	commit(t, begin(t, pool, "second"))
 	got := recvAsync(t, c, 2)
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	awaitCond(t, ctx, "a hold", func() bool { return o.Hold().Tx != 0 })
 	h := o.Hold()
 	commit(t, open)
@@ -533,11 +533,11 @@ func TestOutboxSelectOnly(t *testing.T) {
 // stop the relay with a permanent error that says how to fix the table,
 // instead of waiting for them forever.
 func TestOutboxRowsFromAnotherCluster(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
 	openOutbox(t, o, postgres.OutboxCursor{})
 	execSQL(t, pool, "INSERT INTO outbox (xid, payload) VALUES ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8, 'restored')")
-	c, err := o.Open(ctxFor(t), postgres.OutboxCursor{})
+	c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
 	if err == nil {
 		c.Close()
 	}
@@ -553,7 +553,7 @@ func TestOutboxRowsFromAnotherCluster(t *testing.T) {
 // TestOutboxAfterConnect: a connection is set up as the pool's are, its
 // AfterConnect included (here: the search_path that finds the table).
 func TestOutboxAfterConnect(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	execSQL(t, pool, "CREATE SCHEMA app")
 	o, err := postgres.NewOutbox(pool, "app.outbox", pgx.RowToStructByName[msg], postgres.WithCreate("payload text NOT NULL"))
@@ -571,7 +571,7 @@ func TestOutboxAfterConnect(t *testing.T) {
 		_, err := conn.Exec(ctx, "SET search_path TO app")
 		return err
 	}
-	appPool, err := pgxpool.NewWithConfig(ctxFor(t), cfg)
+	appPool, err := pgxpool.NewWithConfig(pgtest.Ctx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +588,7 @@ func TestOutboxAfterConnect(t *testing.T) {
 // TestOutboxIntegerID: a table of your own whose id is a serial (int4)
 // and whose xid column was added later works as one the Outbox made.
 func TestOutboxIntegerID(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool,
 		"CREATE TABLE events (id serial PRIMARY KEY, topic text NOT NULL, payload text NOT NULL)",
 		"INSERT INTO events (topic, payload) VALUES ('t', 'before')",
@@ -604,13 +604,13 @@ func TestOutboxIntegerID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := o.Open(ctxFor(t), postgres.OutboxCursor{})
+	c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	for _, want := range []event{{ID: 1, Topic: "t", Payload: "before"}, {ID: 2, Topic: "t", Payload: "after"}} {
-		ev, err := c.Recv(ctxFor(t))
+		ev, err := c.Recv(pgtest.Ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}

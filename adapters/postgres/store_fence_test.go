@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
 
@@ -17,7 +18,7 @@ import (
 // and returns the cursor it committed, so the new Store's first write
 // succeeds; the predecessor, which goes on writing, is the one refused.
 func TestLoadFencesPredecessor(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	old := newStore(t, pool, "s")
 	load(t, old)
@@ -33,7 +34,7 @@ func TestLoadFencesPredecessor(t *testing.T) {
 		return nil
 	})
 	oldDone := make(chan error, 1)
-	go func() { oldDone <- handle(ctxFor(t), ev(1)) }()
+	go func() { oldDone <- handle(pgtest.Ctx(t), ev(1)) }()
 	pid := <-inFn // the cursor row is written and locked, the COMMIT not sent
 
 	fresh := newStore(t, pool, "s")
@@ -43,15 +44,15 @@ func TestLoadFencesPredecessor(t *testing.T) {
 	}
 	loadDone := make(chan loaded, 1)
 	go func() {
-		c, err := fresh.Load(ctxFor(t))
+		c, err := fresh.Load(pgtest.Ctx(t))
 		loadDone <- loaded{c, err}
 	}()
 	// The Load must wait for the row: watch it wait, unless it returned.
-	watch, err := pool.Begin(ctxFor(t))
+	watch, err := pool.Begin(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer watch.Rollback(ctxFor(t))
+	defer watch.Rollback(pgtest.Ctx(t))
 	var loadPID uint32
 	for loadPID == 0 {
 		select {
@@ -61,7 +62,7 @@ func TestLoadFencesPredecessor(t *testing.T) {
 			t.Fatalf("Load() = %d, %v while the predecessor's COMMIT was pending; want it to wait for the row", l.c, l.err)
 		default:
 		}
-		_ = watch.QueryRow(ctxFor(t), "SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> $1 LIMIT 1), 0)", int32(pid)).Scan(&loadPID)
+		_ = watch.QueryRow(pgtest.Ctx(t), "SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> $1 LIMIT 1), 0)", int32(pid)).Scan(&loadPID)
 	}
 	close(release) // the late COMMIT lands
 	if err := <-oldDone; err != nil {
@@ -72,10 +73,10 @@ func TestLoadFencesPredecessor(t *testing.T) {
 		t.Fatalf("Load() = %d, %v; want 1 (the predecessor's commit)", l.c, l.err)
 	}
 	next := postgres.Transactional(fresh, streamtest.Extract[struct{}], insertEffect)
-	if err := next(ctxFor(t), ev(2)); err != nil {
+	if err := next(pgtest.Ctx(t), ev(2)); err != nil {
 		t.Fatalf("the new Store's first handle(2) = %v, want nil", err)
 	}
-	if err := handle(ctxFor(t), ev(3)); !errors.Is(err, postgres.ErrCursorChanged) {
+	if err := handle(pgtest.Ctx(t), ev(3)); !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Fatalf("the predecessor's handle(3) after the Load = %v, want ErrCursorChanged", err)
 	}
 	if got, dups := effects(t, pool, "effects"); got != want(2) || len(dups) != 0 {

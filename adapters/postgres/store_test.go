@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
@@ -25,7 +26,7 @@ func newStore(t testing.TB, pool *pgxpool.Pool, name string, opts ...postgres.St
 
 func load(t testing.TB, s *postgres.Store[int64]) int64 {
 	t.Helper()
-	c, err := s.Load(ctxFor(t))
+	c, err := s.Load(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
@@ -34,13 +35,13 @@ func load(t testing.TB, s *postgres.Store[int64]) int64 {
 
 func save(t testing.TB, s *postgres.Store[int64], c int64) {
 	t.Helper()
-	if err := s.Save(ctxFor(t), c); err != nil {
+	if err := s.Save(pgtest.Ctx(t), c); err != nil {
 		t.Fatalf("Save(%d) = %v", c, err)
 	}
 }
 
 func TestStoreLoadSave(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	s, err := postgres.NewStore(pool, "orders", cursor.Int64(), 42)
 	if err != nil {
 		t.Fatalf("NewStore() = %v", err)
@@ -57,7 +58,7 @@ func TestStoreLoadSave(t *testing.T) {
 		t.Errorf("Load() of another stream = %d, want 0", got)
 	}
 	var version int64
-	if err := pool.QueryRow(ctxFor(t), "SELECT version FROM resumable_cursors WHERE stream = 'orders'").Scan(&version); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT version FROM resumable_cursors WHERE stream = 'orders'").Scan(&version); err != nil {
 		t.Fatal(err)
 	}
 	if version != 4 { // the first Load inserts, two Saves, another Store's Load fences
@@ -66,7 +67,7 @@ func TestStoreLoadSave(t *testing.T) {
 }
 
 func TestStoreSaveBeforeLoad(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	save(t, newStore(t, pool, "s"), 5)
 	s := newStore(t, pool, "s")
 	save(t, s, 6) // takes the row's version as its base
@@ -76,12 +77,12 @@ func TestStoreSaveBeforeLoad(t *testing.T) {
 }
 
 func TestStoreCursorChanged(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	a, b := newStore(t, pool, "s"), newStore(t, pool, "s")
 	load(t, b)
 	load(t, a) // a takes the stream over
 	save(t, a, 1)
-	err := b.Save(ctxFor(t), 2)
+	err := b.Save(pgtest.Ctx(t), 2)
 	if !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Fatalf("Save() by the fenced Store = %v, want ErrCursorChanged", err)
 	}
@@ -96,7 +97,7 @@ func TestStoreCursorChanged(t *testing.T) {
 		t.Fatalf("Load() = %d, want 1", got)
 	}
 	save(t, b, 2)
-	if err := a.Save(ctxFor(t), 3); !errors.Is(err, postgres.ErrCursorChanged) {
+	if err := a.Save(pgtest.Ctx(t), 3); !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Errorf("Save() by the first Store after the second wrote = %v, want ErrCursorChanged", err)
 	}
 }
@@ -104,11 +105,11 @@ func TestStoreCursorChanged(t *testing.T) {
 // TestStoreLoadFences: a Load takes the stream over even when the row did
 // not exist and the new owner writes nothing.
 func TestStoreLoadFences(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	a, b := newStore(t, pool, "s"), newStore(t, pool, "s")
 	load(t, a)
 	load(t, b)
-	if err := a.Save(ctxFor(t), 1); !errors.Is(err, postgres.ErrCursorChanged) {
+	if err := a.Save(pgtest.Ctx(t), 1); !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Errorf("Save() by a Store another one's Load fenced = %v, want ErrCursorChanged", err)
 	}
 	save(t, b, 1)
@@ -119,7 +120,7 @@ func TestStoreLoadFences(t *testing.T) {
 func peek(t testing.TB, pool *pgxpool.Pool, name string) int64 {
 	t.Helper()
 	var data []byte
-	if err := pool.QueryRow(ctxFor(t), "SELECT cursor FROM resumable_cursors WHERE stream = $1", name).Scan(&data); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT cursor FROM resumable_cursors WHERE stream = $1", name).Scan(&data); err != nil {
 		t.Fatalf("reading the cursor of %q: %v", name, err)
 	}
 	c, err := cursor.Int64().Decode(data)
@@ -130,18 +131,18 @@ func peek(t testing.TB, pool *pgxpool.Pool, name string) int64 {
 }
 
 func TestStoreRowDeleted(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	s := newStore(t, pool, "s")
 	load(t, s)
 	save(t, s, 1)
 	execSQL(t, pool, "DELETE FROM resumable_cursors")
-	if err := s.Save(ctxFor(t), 2); !errors.Is(err, postgres.ErrCursorChanged) {
+	if err := s.Save(pgtest.Ctx(t), 2); !errors.Is(err, postgres.ErrCursorChanged) {
 		t.Errorf("Save() after the row was deleted = %v, want ErrCursorChanged", err)
 	}
 }
 
 func TestStoreSameCursorNoRoundTrip(t *testing.T) {
-	pool, count := newPool(t, newDB(t))
+	pool, count := newPool(t, pgtest.NewDB(t))
 	s := newStore(t, pool, "s")
 	load(t, s)
 	save(t, s, 7)
@@ -157,13 +158,13 @@ func TestStoreSameCursorNoRoundTrip(t *testing.T) {
 }
 
 func TestStoreWithTable(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, `CREATE SCHEMA "Ops"`)
 	s := newStore(t, pool, "s", postgres.WithTable("Ops.Cursors"))
 	load(t, s)
 	save(t, s, 9)
 	var got int64
-	if err := pool.QueryRow(ctxFor(t), `SELECT version FROM "Ops"."Cursors" WHERE stream = 's'`).Scan(&got); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), `SELECT version FROM "Ops"."Cursors" WHERE stream = 's'`).Scan(&got); err != nil {
 		t.Fatalf("reading the quoted table: %v", err)
 	}
 	if got != 2 {
@@ -172,7 +173,7 @@ func TestStoreWithTable(t *testing.T) {
 }
 
 func TestNewStoreInvalid(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	for _, tc := range []struct {
 		name   string
 		pool   *pgxpool.Pool
@@ -200,7 +201,7 @@ func TestNewStoreInvalid(t *testing.T) {
 }
 
 func TestStoreNoPrivilege(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	admin, _ := newPool(t, dsn)
 	// PostgreSQL 15 grants no CREATE on schema public to ordinary roles.
 	execSQL(t, admin, "DROP ROLE IF EXISTS reader", "CREATE ROLE reader LOGIN")
@@ -211,23 +212,23 @@ func TestStoreNoPrivilege(t *testing.T) {
 	})
 	pool, _ := newPool(t, strings.Replace(dsn, "postgres://postgres@", "postgres://reader@", 1))
 	s := newStore(t, pool, "s", postgres.WithTable("my_cursors"))
-	_, err := s.Load(ctxFor(t))
+	_, err := s.Load(pgtest.Ctx(t))
 	if err == nil || !strings.Contains(err.Error(), "my_cursors") {
 		t.Fatalf("Load() without CREATE privilege = %v, want an error naming my_cursors", err)
 	}
 	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want Fail", err, d)
 	}
-	if err := s.Save(ctxFor(t), 1); err == nil || !strings.Contains(err.Error(), "my_cursors") {
+	if err := s.Save(pgtest.Ctx(t), 1); err == nil || !strings.Contains(err.Error(), "my_cursors") {
 		t.Errorf("Save() without CREATE privilege = %v, want an error naming my_cursors", err)
 	}
 }
 
 func TestStoreCorruptRow(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	save(t, newStore(t, pool, "s"), 1)
 	execSQL(t, pool, `UPDATE resumable_cursors SET cursor = 'not a number'`)
-	_, err := newStore(t, pool, "s").Load(ctxFor(t))
+	_, err := newStore(t, pool, "s").Load(pgtest.Ctx(t))
 	if err == nil {
 		t.Fatalf("Load() of a garbled row = nil, want an error")
 	}

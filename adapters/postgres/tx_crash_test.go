@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 )
 
 // envCrashKills sets how many times the crash test kills its child; a
@@ -20,7 +22,7 @@ const envCrashKills = "RESUMABLE_PG_CRASH_KILLS"
 // ErrCursorChanged. Every event's effect exists once.
 func TestZombieExactlyOnce(t *testing.T) {
 	const rounds, n = 4, 200
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	for round := range rounds {
 		name := fmt.Sprintf("zombie%d", round)
@@ -103,7 +105,7 @@ func crashExactlyOnce(t *testing.T, role string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, %d kills", seed, kills)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
 	env := []string{envDSN, dsn, envStream, role, envEffects, "effects", envEvents, strconv.Itoa(n)}

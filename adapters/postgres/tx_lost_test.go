@@ -21,7 +21,7 @@ import (
 // server applied: the retry finds the row holding that very write and does
 // not handle the event again.
 func TestTransactionalLostCommitReply(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	direct, _ := newPool(t, dsn)
 	setupEffects(t, direct)
 	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
@@ -36,7 +36,7 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 		}
 		return insertEffect(ctx, tx, e)
 	})
-	if err := handle(ctxFor(t), ev(1)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(1)); err != nil {
 		t.Fatalf("handle() = %v", err)
 	}
 	select {
@@ -55,7 +55,7 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 	if got := count.n.Load() - before; got != 0 {
 		t.Errorf("Save() of the adopted cursor sent %d statements, want 0", got)
 	}
-	if err := handle(ctxFor(t), ev(2)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(2)); err != nil {
 		t.Fatalf("handle(2) = %v", err)
 	}
 	if got := load(t, newStore(t, direct, "s")); got != 2 {
@@ -67,7 +67,7 @@ func TestTransactionalLostCommitReply(t *testing.T) {
 // server applied: the next Save of the same cursor finds the row holding
 // that very write and adopts it instead of reporting ErrCursorChanged.
 func TestStoreLostSaveReply(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	direct, _ := newPool(t, dsn)
 	host := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
 	p := pgtest.NewProxy(t, host)
@@ -78,7 +78,7 @@ func TestStoreLostSaveReply(t *testing.T) {
 	save(t, s, 1)
 	save(t, s, 2) // the UPDATE is prepared: its next run is one message
 	p.Cut("")
-	if err := s.Save(ctxFor(t), 3); err == nil {
+	if err := s.Save(pgtest.Ctx(t), 3); err == nil {
 		t.Fatalf("Save() whose reply was cut = nil, want an error")
 	}
 	select {
@@ -88,7 +88,7 @@ func TestStoreLostSaveReply(t *testing.T) {
 	}
 	version := func() int64 {
 		var v int64
-		if err := direct.QueryRow(ctxFor(t), "SELECT version FROM resumable_cursors WHERE stream = 's'").Scan(&v); err != nil {
+		if err := direct.QueryRow(pgtest.Ctx(t), "SELECT version FROM resumable_cursors WHERE stream = 's'").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v
@@ -109,10 +109,10 @@ func TestStoreLostSaveReply(t *testing.T) {
 // TestTransactionalRetryWaitEndsWithContext cancels the context while a
 // retry is due in a century: the handler returns the context's error at once.
 func TestTransactionalRetryWaitEndsWithContext(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s", postgres.WithTxRetry(backoff.Constant(1<<62)))
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	defer cancel()
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], func(ctx context.Context, tx pgx.Tx, e event) error {
 		cancel() // before the wait: it must not begin its century
@@ -127,14 +127,14 @@ func TestTransactionalRetryWaitEndsWithContext(t *testing.T) {
 // TestConcurrencyRefused: a stream running handlers concurrently refuses a
 // Store whose cursor is committed in the handler.
 func TestConcurrencyRefused(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	s := newStore(t, pool, "s")
 	handle := postgres.Transactional(s, streamtest.Extract[struct{}], insertEffect)
 	r, err := stream.New(streamtest.NewSource(make([]struct{}, 3)), streamtest.Extract[struct{}], s, stream.WithConcurrency(2))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
-	if err := r.Run(ctxFor(t), handle); !errors.Is(err, stream.ErrInvalidOption) {
+	if err := r.Run(pgtest.Ctx(t), handle); !errors.Is(err, stream.ErrInvalidOption) {
 		t.Errorf("Run() with WithConcurrency(2) = %v, want ErrInvalidOption", err)
 	}
 	r, err = stream.New(streamtest.NewSource(make([]struct{}, 3)), streamtest.Extract[struct{}], s, stream.WithConcurrency(1))
@@ -142,7 +142,7 @@ func TestConcurrencyRefused(t *testing.T) {
 		t.Fatalf("New() = %v", err)
 	}
 	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
-	if err := r.Run(ctxFor(t), handle); err != nil {
+	if err := r.Run(pgtest.Ctx(t), handle); err != nil {
 		t.Errorf("Run() with WithConcurrency(1) = %v, want nil", err)
 	}
 }

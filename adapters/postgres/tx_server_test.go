@@ -44,7 +44,7 @@ func TestTransactionalServerCrash(t *testing.T) {
 		t.Fatalf("New() = %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctxFor(t), postgres.Transactional(s, streamtest.Extract[struct{}], fn)) }()
+	go func() { done <- r.Run(pgtest.Ctx(t), postgres.Transactional(s, streamtest.Extract[struct{}], fn)) }()
 	select {
 	case <-crashAt:
 	case err := <-done:
@@ -76,24 +76,24 @@ func TestTransactionalServerCrash(t *testing.T) {
 // real deadlock (SQLSTATE 40P01) with another transaction: it is retried
 // once the other one has finished.
 func TestTransactionalDeadlock(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	pool, _ := newPool(t, dsn)
 	setupEffects(t, pool)
 	execSQL(t, pool, "CREATE TABLE locks (k text PRIMARY KEY, n int NOT NULL)", "INSERT INTO locks VALUES ('a', 0), ('b', 0)")
-	other, err := pgx.Connect(ctxFor(t), dsn)
+	other, err := pgx.Connect(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close(context.Background())
 	// The other session never detects the deadlock: the handler's does.
-	if _, err := other.Exec(ctxFor(t), "SET deadlock_timeout = '1min'"); err != nil {
+	if _, err := other.Exec(pgtest.Ctx(t), "SET deadlock_timeout = '1min'"); err != nil {
 		t.Fatal(err)
 	}
-	otherTx, err := other.Begin(ctxFor(t))
+	otherTx, err := other.Begin(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := otherTx.Exec(ctxFor(t), "UPDATE locks SET n = n + 1 WHERE k = 'b'"); err != nil {
+	if _, err := otherTx.Exec(pgtest.Ctx(t), "UPDATE locks SET n = n + 1 WHERE k = 'b'"); err != nil {
 		t.Fatal(err)
 	}
 	otherDone := make(chan error, 1)
@@ -141,7 +141,7 @@ func TestTransactionalDeadlock(t *testing.T) {
 		}
 		return insertEffect(ctx, tx, e)
 	})
-	if err := handle(ctxFor(t), ev(1)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(1)); err != nil {
 		t.Fatalf("handle() = %v", err)
 	}
 	if err := <-otherDone; err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
@@ -39,7 +40,7 @@ func setupEffects(t testing.TB, pool *pgxpool.Pool) {
 func ev(seq int64) event { return event{Seq: seq} }
 
 func TestTransactionalCommit(t *testing.T) {
-	pool, count := newPool(t, newDB(t))
+	pool, count := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	if s.CommitsInHandler() {
@@ -52,7 +53,7 @@ func TestTransactionalCommit(t *testing.T) {
 	load(t, s)
 	before := count.n.Load()
 	for seq := int64(1); seq <= 3; seq++ {
-		if err := handle(ctxFor(t), ev(seq)); err != nil {
+		if err := handle(pgtest.Ctx(t), ev(seq)); err != nil {
 			t.Fatalf("handle(%d) = %v", seq, err)
 		}
 		save(t, s, seq) // the Resumer's Save: nothing to write
@@ -70,7 +71,7 @@ func TestTransactionalCommit(t *testing.T) {
 }
 
 func TestTransactionalRollback(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	load(t, s)
@@ -83,7 +84,7 @@ func TestTransactionalRollback(t *testing.T) {
 		}
 		return errBoom
 	})
-	if err := handle(ctxFor(t), ev(1)); !errors.Is(err, errBoom) {
+	if err := handle(pgtest.Ctx(t), ev(1)); !errors.Is(err, errBoom) {
 		t.Fatalf("handle() = %v, want %v", err, errBoom)
 	}
 	if got := calls.Load(); got != 1 {
@@ -100,7 +101,7 @@ func TestTransactionalRollback(t *testing.T) {
 }
 
 func TestTransactionalConstraintViolation(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	execSQL(t, pool, "CREATE TABLE once (k int PRIMARY KEY)", "INSERT INTO once VALUES (1)")
 	s := newStore(t, pool, "s")
@@ -110,7 +111,7 @@ func TestTransactionalConstraintViolation(t *testing.T) {
 		_, err := tx.Exec(ctx, "INSERT INTO once VALUES (1)")
 		return err
 	})
-	err := handle(ctxFor(t), ev(1))
+	err := handle(pgtest.Ctx(t), ev(1))
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) || pg.Code != "23505" {
 		t.Fatalf("handle() = %v, want the unique violation", err)
@@ -134,7 +135,7 @@ func TestTransactionalCursorChanged(t *testing.T) {
 		{name: "update serializable", row: true, iso: pgx.Serializable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pool, _ := newPool(t, newDB(t))
+			pool, _ := newPool(t, pgtest.NewDB(t))
 			setupEffects(t, pool)
 			if tc.row {
 				save(t, newStore(t, pool, "s"), 0)
@@ -148,10 +149,10 @@ func TestTransactionalCursorChanged(t *testing.T) {
 				bCalls.Add(1)
 				return insertEffect(ctx, tx, e)
 			})
-			if err := handleA(ctxFor(t), ev(1)); err != nil {
+			if err := handleA(pgtest.Ctx(t), ev(1)); err != nil {
 				t.Fatalf("first Store's handle() = %v", err)
 			}
-			err := handleB(ctxFor(t), ev(1))
+			err := handleB(pgtest.Ctx(t), ev(1))
 			if !errors.Is(err, postgres.ErrCursorChanged) {
 				t.Fatalf("second Store's handle() = %v, want ErrCursorChanged", err)
 			}
@@ -169,7 +170,7 @@ func TestTransactionalCursorChanged(t *testing.T) {
 }
 
 func TestTransactionalResumer(t *testing.T) {
-	pool, count := newPool(t, newDB(t))
+	pool, count := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	const n = 20
@@ -186,7 +187,7 @@ func TestTransactionalResumer(t *testing.T) {
 		t.Fatalf("New() = %v", err)
 	}
 	before := count.n.Load()
-	if err := r.Run(ctxFor(t), postgres.Transactional(s, extract, insertEffect)); err != nil {
+	if err := r.Run(pgtest.Ctx(t), postgres.Transactional(s, extract, insertEffect)); err != nil {
 		t.Fatalf("Run() = %v", err)
 	}
 	handled, progressed := int64(n-n/5), int64(n/5)
@@ -195,7 +196,7 @@ func TestTransactionalResumer(t *testing.T) {
 		t.Errorf("Run() sent %d statements, want %d", got, want)
 	}
 	var seqs []int64
-	rows, err := pool.Query(ctxFor(t), "SELECT seq FROM effects ORDER BY seq")
+	rows, err := pool.Query(pgtest.Ctx(t), "SELECT seq FROM effects ORDER BY seq")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,14 +234,14 @@ func (c *codes) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQuer
 }
 
 func TestTransactionalSerializationFailure(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tracer := &codes{seen: make(chan string, 16)}
 	cfg.ConnConfig.Tracer = tracer
-	pool, err := pgxpool.NewWithConfig(ctxFor(t), cfg)
+	pool, err := pgxpool.NewWithConfig(pgtest.Ctx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 	for len(tracer.seen) > 0 {
 		<-tracer.seen // the setup's missing table
 	}
-	other, err := pgx.Connect(ctxFor(t), dsn)
+	other, err := pgx.Connect(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +260,11 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 	// Write skew: each transaction reads the sum of items and inserts a
 	// row. The other transaction reads and writes first and commits while
 	// the handler's is open: the handler's must fail with 40001.
-	otherTx, err := other.BeginTx(ctxFor(t), pgx.TxOptions{IsoLevel: pgx.Serializable})
+	otherTx, err := other.BeginTx(pgtest.Ctx(t), pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := otherTx.Exec(ctxFor(t), "INSERT INTO items SELECT coalesce(sum(v), 0) + 1 FROM items"); err != nil {
+	if _, err := otherTx.Exec(pgtest.Ctx(t), "INSERT INTO items SELECT coalesce(sum(v), 0) + 1 FROM items"); err != nil {
 		t.Fatal(err)
 	}
 	s := newStore(t, pool, "s", postgres.WithIsolation(pgx.Serializable),
@@ -281,7 +282,7 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 		}
 		return insertEffect(ctx, tx, e)
 	})
-	if err := handle(ctxFor(t), ev(1)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(1)); err != nil {
 		t.Fatalf("handle() = %v", err)
 	}
 	if got := calls.Load(); got != 2 {
@@ -299,7 +300,7 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 		t.Errorf("effects = %s, duplicates %v; want %s", got, dups, want(1))
 	}
 	var items int
-	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM items").Scan(&items); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*) FROM items").Scan(&items); err != nil {
 		t.Fatal(err)
 	}
 	if items != 2 {
@@ -308,7 +309,7 @@ func TestTransactionalSerializationFailure(t *testing.T) {
 }
 
 func TestTransactionalLostConnection(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	var calls atomic.Int32
@@ -323,7 +324,7 @@ func TestTransactionalLostConnection(t *testing.T) {
 		}
 		return nil
 	})
-	if err := handle(ctxFor(t), ev(1)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(1)); err != nil {
 		t.Fatalf("handle() = %v", err)
 	}
 	if got := calls.Load(); got != 2 {
@@ -338,7 +339,7 @@ func TestTransactionalLostConnection(t *testing.T) {
 }
 
 func TestTransactionalRetriesGiveUp(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s", postgres.WithTxRetry(backoff.Exponential(backoff.WithInitialInterval(0), backoff.WithMaxInterval(0), backoff.WithMaxRetries(2))))
 	var calls atomic.Int32
@@ -346,7 +347,7 @@ func TestTransactionalRetriesGiveUp(t *testing.T) {
 		calls.Add(1)
 		return &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
 	})
-	err := handle(ctxFor(t), ev(1))
+	err := handle(pgtest.Ctx(t), ev(1))
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) || pg.Code != "40P01" {
 		t.Fatalf("handle() = %v, want the deadlock", err)
@@ -368,7 +369,7 @@ func TestTransactionalNil(t *testing.T) {
 // fails committed the cursor behind the Store's back; the handler reports
 // it, and the Store knows the write as its own: its next event is handled.
 func TestTransactionalFnCommits(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	load(t, s)
@@ -385,10 +386,10 @@ func TestTransactionalFnCommits(t *testing.T) {
 		}
 		return nil
 	})
-	if err := handle(ctxFor(t), ev(1)); err == nil || !strings.Contains(err.Error(), "ended the transaction") {
+	if err := handle(pgtest.Ctx(t), ev(1)); err == nil || !strings.Contains(err.Error(), "ended the transaction") {
 		t.Fatalf("handle(1) of a fn that committed = %v, want an error saying fn ended the transaction", err)
 	}
-	if err := handle(ctxFor(t), ev(2)); err != nil {
+	if err := handle(pgtest.Ctx(t), ev(2)); err != nil {
 		t.Fatalf("handle(2) after fn committed = %v, want nil: the committed cursor was the Store's own", err)
 	}
 	if got := peek(t, pool, "s"); got != 2 {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/stream"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )
@@ -27,7 +28,7 @@ func insertBatch(ctx context.Context, tx pgx.Tx, evs []event) error {
 // A handler that returns stream.ErrStop has its effects committed with its
 // cursor, and the stream stops after the event: nothing is skipped.
 func TestTransactionalStopCommits(t *testing.T) {
-	pool, _ := newPool(t, newDB(t))
+	pool, _ := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	src := streamtest.NewSource(make([]struct{}, 10))
@@ -44,7 +45,7 @@ func TestTransactionalStopCommits(t *testing.T) {
 		}
 		return nil
 	})
-	if err := r.Run(ctxFor(t), handle); err != nil {
+	if err := r.Run(pgtest.Ctx(t), handle); err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
 	if got, dups := effects(t, pool, "effects"); got != want(4) || len(dups) != 0 {
@@ -59,7 +60,7 @@ func TestTransactionalStopCommits(t *testing.T) {
 // transaction: a failed batch leaves nothing of itself, and the next run
 // applies it whole, exactly once.
 func TestTransactionalBatch(t *testing.T) {
-	pool, count := newPool(t, newDB(t))
+	pool, count := newPool(t, pgtest.NewDB(t))
 	setupEffects(t, pool)
 	s := newStore(t, pool, "s")
 	const n = 250
@@ -79,7 +80,7 @@ func TestTransactionalBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.RunBatch(ctxFor(t), handle); !errors.Is(err, errSink) {
+	if err := r.RunBatch(pgtest.Ctx(t), handle); !errors.Is(err, errSink) {
 		t.Fatalf("RunBatch() = %v, want %v", err, errSink)
 	}
 	if got := peek(t, pool, "s"); got != 100 {
@@ -91,7 +92,7 @@ func TestTransactionalBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := count.n.Load()
-	if err := r2.RunBatch(ctxFor(t), postgres.TransactionalBatch(s2, streamtest.Extract[struct{}], insertBatch)); err != nil {
+	if err := r2.RunBatch(pgtest.Ctx(t), postgres.TransactionalBatch(s2, streamtest.Extract[struct{}], insertBatch)); err != nil {
 		t.Fatalf("second RunBatch() = %v, want nil", err)
 	}
 	// Load, then per batch: BEGIN, the cursor, the batch's inserts, COMMIT.
@@ -104,7 +105,7 @@ func TestTransactionalBatch(t *testing.T) {
 	if got := peek(t, pool, "s"); got != n {
 		t.Errorf("stored cursor = %d, want %d", got, n)
 	}
-	if err := postgres.TransactionalBatch[event](nil, streamtest.Extract[struct{}], insertBatch)(ctxFor(t), []event{ev(1)}); !errors.Is(err, postgres.ErrInvalid) {
+	if err := postgres.TransactionalBatch[event](nil, streamtest.Extract[struct{}], insertBatch)(pgtest.Ctx(t), []event{ev(1)}); !errors.Is(err, postgres.ErrInvalid) {
 		t.Errorf("TransactionalBatch(nil Store) = %v, want %v", err, postgres.ErrInvalid)
 	}
 }
@@ -131,7 +132,7 @@ func BenchmarkTransactionalBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		handle := postgres.TransactionalBatch(s, streamtest.Extract[struct{}], insertBatch)
-		ctx := ctxFor(b)
+		ctx := pgtest.Ctx(b)
 		if _, err := s.Load(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func BenchmarkTransactionalBatch(b *testing.B) {
 	})
 	b.Run("hand-written-batch=100", func(b *testing.B) {
 		pool := benchPool(b, "on")
-		ctx := ctxFor(b)
+		ctx := pgtest.Ctx(b)
 		execSQL(b, pool, "CREATE TABLE cursors (stream text PRIMARY KEY, cursor bytea NOT NULL, version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",
 			"INSERT INTO cursors VALUES ('bench', '0', 1)")
 		codec := cursor.Int64()

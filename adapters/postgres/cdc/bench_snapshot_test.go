@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -36,7 +37,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
 		rows = 1_000_000
 	}
-	dsn := newDB(b)
+	dsn := pgtest.NewDB(b)
 	replExec(b, dsn,
 		"CREATE TABLE snap (id int PRIMARY KEY, n int NOT NULL, t text NOT NULL)",
 		fmt.Sprintf("INSERT INTO snap SELECT g, g * 7, repeat(md5(g::text), 4)::char(100) FROM generate_series(1, %d) g", rows),
@@ -65,7 +66,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		err = r.Run(ctxFor(b), func(_ context.Context, ev cdc.Event) error {
+		err = r.Run(pgtest.Ctx(b), func(_ context.Context, ev cdc.Event) error {
 			if n++; n%20_000 == 0 {
 				runtime.ReadMemStats(&ms)
 				peak = max(peak, ms.HeapInuse)
@@ -94,16 +95,16 @@ func BenchmarkSnapshot(b *testing.B) {
 		"copy-ordered": func(b *testing.B) (time.Duration, uint64) { return copyOut(b, dsn, rows, " ORDER BY id"), 0 },
 		"fetch": func(b *testing.B) (time.Duration, uint64) { // a cursor and FETCH, as the first pass read before COPY
 			start := time.Now()
-			pg, err := pgconn.Connect(ctxFor(b), dsn)
+			pg, err := pgconn.Connect(pgtest.Ctx(b), dsn)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer pg.Close(context.Background())
-			if _, err := pg.Exec(ctxFor(b), "BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT id, n, t FROM snap ORDER BY id").ReadAll(); err != nil {
+			if _, err := pg.Exec(pgtest.Ctx(b), "BEGIN; DECLARE c NO SCROLL CURSOR FOR SELECT id, n, t FROM snap ORDER BY id").ReadAll(); err != nil {
 				b.Fatal(err)
 			}
 			for n := 0; n < rows; {
-				res, err := pg.Exec(ctxFor(b), "FETCH 10000 FROM c").ReadAll()
+				res, err := pg.Exec(pgtest.Ctx(b), "FETCH 10000 FROM c").ReadAll()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -157,12 +158,12 @@ func median(v []float64) float64 {
 // returns the time it took.
 func copyOut(b *testing.B, dsn string, rows int, order string) time.Duration {
 	start := time.Now()
-	pg, err := pgconn.Connect(ctxFor(b), dsn)
+	pg, err := pgconn.Connect(pgtest.Ctx(b), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pg.Close(context.Background())
-	tag, err := pg.CopyTo(ctxFor(b), io.Discard, "COPY (SELECT id, n, t FROM snap"+order+") TO STDOUT")
+	tag, err := pg.CopyTo(pgtest.Ctx(b), io.Discard, "COPY (SELECT id, n, t FROM snap"+order+") TO STDOUT")
 	if err != nil || tag.RowsAffected() != int64(rows) {
 		b.Fatalf("COPY = %v, %v", tag, err)
 	}
@@ -275,12 +276,12 @@ func BenchmarkReplVsRecvlogical(b *testing.B) {
 
 // currentLSN returns the server's current WAL position.
 func currentLSN(b *testing.B, dsn string) string {
-	conn, err := pgconn.Connect(ctxFor(b), dsn)
+	conn, err := pgconn.Connect(pgtest.Ctx(b), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	res, err := conn.Exec(ctxFor(b), "SELECT pg_current_wal_lsn()::text").ReadAll()
+	res, err := conn.Exec(pgtest.Ctx(b), "SELECT pg_current_wal_lsn()::text").ReadAll()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // every change again.
 func benchSlot(b *testing.B, rows, perTx int) (dsn, slot string) {
 	b.Helper()
-	dsn = newDB(b)
+	dsn = pgtest.NewDB(b)
 	slot = replSetup(b, dsn)
 	// One call, so one connection and one context: a context per
 	// transaction kept 20,000 timers alive for the whole benchmark, which
@@ -48,7 +48,7 @@ func sourceRead(b *testing.B, dsn, slot string, n int, each func(cdc.Event)) {
 		b.Fatal(err)
 	}
 	got := 0
-	err = r.Run(ctxFor(b), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(b), func(_ context.Context, ev cdc.Event) error {
 		if each != nil {
 			each(ev)
 		}
@@ -66,7 +66,7 @@ func sourceRead(b *testing.B, dsn, slot string, n int, each func(cdc.Event)) {
 // as pglogrepl's example does: a deadline per message for the status
 // interval, Parse per message, the relation looked up per change.
 func plainRead(b *testing.B, dsn, slot string, n int) {
-	ctx := ctxFor(b)
+	ctx := pgtest.Ctx(b)
 	conn, err := pgconn.Connect(ctx, pgtest.Replication(dsn))
 	if err != nil {
 		b.Fatal(err)

@@ -101,7 +101,7 @@ func savedCursor(t testing.TB, path string) (c cdc.Cursor, ok bool) {
 }
 
 func TestReplExampleOutput(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn,
 		"INSERT INTO items (id) VALUES (1), (2), (3)",
@@ -451,7 +451,7 @@ func TestReplExampleDemo(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	cmd := osexec.CommandContext(ctxFor(t), exampleBin(t))
+	cmd := osexec.CommandContext(pgtest.Ctx(t), exampleBin(t))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/internal/testkit/childproc"
 )
 
@@ -92,7 +93,7 @@ func applyJSON(t testing.TB, path string) (map[string]map[string]map[string]any,
 // tableJSON reads tables as row_to_json makes them.
 func tableJSON(t testing.TB, dsn string, tables ...string) map[string]map[string]map[string]any {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestExampleSnapshotKilled(t *testing.T) {
 		rows, writers, kills = 200_000, 8, 20
 		checkpoint = []string{"-checkpoint", "100ms"}
 	}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	bin := exampleBin(t)
 	dir := t.TempDir()
@@ -151,7 +152,7 @@ func TestExampleSnapshotKilled(t *testing.T) {
 		}
 		return p
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	wg := churn(ctx, t, dsn, writers, rows+rows/5)
 	rng := rand.New(rand.NewPCG(5, 6))
 	lines := func() int {

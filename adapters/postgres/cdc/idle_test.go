@@ -13,6 +13,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -25,7 +26,7 @@ func soak() bool { return os.Getenv("RESUMABLE_PG_SOAK") == "1" }
 func walLSN(t testing.TB, pool *pgxpool.Pool) pglogrepl.LSN {
 	t.Helper()
 	var s string
-	if err := pool.QueryRow(ctxFor(t), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
 		t.Fatal(err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
@@ -46,9 +47,9 @@ func TestIdleStreamQuiet(t *testing.T) {
 	if soak() {
 		idle, interval = 60*time.Second, 10*time.Second
 	}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestIdleStreamQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	done := make(chan error, 1)
 	go func() {
 		done <- r.Run(ctx, postgres.Transactional(store, cdc.Extract, func(context.Context, pgx.Tx, cdc.Event) error {
@@ -83,7 +84,7 @@ func TestIdleStreamQuiet(t *testing.T) {
 	<-opened
 	version := func() int64 {
 		var v int64
-		if err := pool.QueryRow(ctxFor(t), "SELECT version FROM resumable_cursors WHERE stream = 'relay'").Scan(&v); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT version FROM resumable_cursors WHERE stream = 'relay'").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v
@@ -99,14 +100,14 @@ func TestIdleStreamQuiet(t *testing.T) {
 
 	// 40 MB the publication does not publish: the slot lets it go.
 	for range 40 {
-		if _, err := pool.Exec(ctxFor(t), "INSERT INTO other (note) SELECT repeat('x', 1000) FROM generate_series(1, 1000)"); err != nil {
+		if _, err := pool.Exec(pgtest.Ctx(t), "INSERT INTO other (note) SELECT repeat('x', 1000) FROM generate_series(1, 1000)"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	written := time.Now()
 	replUntil(t, "the slot to retain under 1 MiB of WAL", func() bool {
 		var retained int64
-		if err := pool.QueryRow(ctxFor(t), "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&retained); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&retained); err != nil {
 			t.Fatal(err)
 		}
 		return retained < 1<<20

@@ -1,10 +1,8 @@
 package cdc_test
 
 import (
-	"context"
 	"os"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -16,22 +14,4 @@ func TestMain(m *testing.M) {
 		os.Exit(relayMain())
 	}
 	goleak.VerifyTestMain(pgtest.Main(m))
-}
-
-// deadline bounds every wait of these tests; it guards against a hang and
-// is never a timing assertion.
-const deadline = 2 * time.Minute
-
-// ctxFor returns a context bounded by deadline and ended with t.
-func ctxFor(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// newDB returns the URL of a database of t's own on the shared server.
-func newDB(t testing.TB) string {
-	t.Helper()
-	return pgtest.Shared(t).CreateDB(t)
 }

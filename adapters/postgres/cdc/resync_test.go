@@ -11,6 +11,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
@@ -36,12 +37,12 @@ func copyRow(ctx context.Context, tx pgx.Tx, ev cdc.Event) error {
 // cursor of every replayed row; a crash 50 rows into a 300-row replay must
 // not leave the next run streaming on after those 50: it resyncs again.
 func TestResyncInterruptedTransactional(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn,
 		"CREATE TABLE copy (id int PRIMARY KEY)",
 		"INSERT INTO items (id) SELECT g FROM generate_series(1, 300) g")
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +55,10 @@ func TestResyncInterruptedTransactional(t *testing.T) {
 		return s
 	}
 	seed := newStore()
-	if _, err := seed.Load(ctxFor(t)); err != nil {
+	if _, err := seed.Load(pgtest.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := seed.Save(ctxFor(t), foreign(slot)); err != nil {
+	if err := seed.Save(pgtest.Ctx(t), foreign(slot)); err != nil {
 		t.Fatal(err)
 	}
 	run := func(store *postgres.Store[cdc.Cursor], fn func(context.Context, pgx.Tx, cdc.Event) error) error {
@@ -69,7 +70,7 @@ func TestResyncInterruptedTransactional(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.Run(ctxFor(t), postgres.Transactional(store, cdc.Extract, fn))
+		return r.Run(pgtest.Ctx(t), postgres.Transactional(store, cdc.Extract, fn))
 	}
 	errCrash := errors.New("crash")
 	n := 0
@@ -99,7 +100,7 @@ func TestResyncInterruptedTransactional(t *testing.T) {
 		t.Fatalf("second Run() = %v, want nil", err)
 	}
 	var rows int
-	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM copy").Scan(&rows); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*) FROM copy").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 301 || len(ops) == 0 || ops[0] != "RESYNC-START" {
@@ -111,7 +112,7 @@ func TestResyncInterruptedTransactional(t *testing.T) {
 // to the server; NewSource takes the name as SQL does, and Resync replays
 // its tables.
 func TestResyncMixedCasePublication(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn,
 		"CREATE PUBLICATION MyPub FOR TABLE items",
@@ -125,7 +126,7 @@ func TestResyncMixedCasePublication(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		if ev.Op == cdc.Snapshot {
 			id, _ := ev.New.Get("id")
 			got = append(got, string(id))

@@ -86,7 +86,7 @@ func (rp *replica) apply(ev cdc.Event) {
 // tableRows reads the tables as the replica holds them.
 func tableRows(t testing.TB, dsn string, tables ...string) map[string]map[string]string {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func runPiece(t testing.TB, src *cdc.Source, store *killable, rp *replica, stopA
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	defer cancel()
 	var n atomic.Int64
 	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
@@ -254,7 +254,7 @@ func runPiece(t testing.TB, src *cdc.Source, store *killable, rp *replica, stopA
 func consumeUntilSentinel(t testing.TB, src *cdc.Source, store *killable, rp *replica, rng *rand.Rand, maxPiece int, opts ...stream.Option) int {
 	t.Helper()
 	for pieces := 1; ; pieces++ {
-		ctx, cancel := context.WithCancel(ctxFor(t))
+		ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 		var done atomic.Bool
 		hooks := stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
 			if rp.sentinel.Load() && e.Cursor.Snapshot == "" && !store.dead.Load() {
@@ -310,13 +310,13 @@ func snapshotWithWritersAndRestarts(t *testing.T, opts ...stream.Option) {
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
 		rows, writers, maxPiece, pieces = 200000, 8, 20000, 20
 	}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetup(t, dsn, rows)
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(max(rows/20, 100)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	wg := churn(ctx, t, dsn, writers, rows+rows/5)
 	rp := newReplica()
 	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
@@ -358,16 +358,16 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
 		rows, writers, maxPiece, pieces = 200000, 8, 20000, 20
 	}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(max(rows/20, 100)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Backfill(ctxFor(t), "pairs"); !errors.Is(err, cdc.ErrInvalid) {
+	if err := src.Backfill(pgtest.Ctx(t), "pairs"); !errors.Is(err, cdc.ErrInvalid) {
 		t.Fatalf("Backfill(unpublished) = %v, want ErrInvalid", err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	wg := churn(ctx, t, dsn, writers, rows+rows/5)
 	rp := newReplica()
 	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
@@ -383,7 +383,7 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 		piece(i)
 	}
 	replExec(t, dsn, "ALTER PUBLICATION pub ADD TABLE pairs")
-	if err := src.Backfill(ctxFor(t), "public.pairs"); err != nil {
+	if err := src.Backfill(pgtest.Ctx(t), "public.pairs"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range pieces {
@@ -407,17 +407,17 @@ func TestBackfillWithWritersAndRestarts(t *testing.T) {
 }
 
 func TestSnapshotTableWithoutKey(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, 10, "CREATE PUBLICATION pub FOR TABLE items")
 	replExec(t, dsn, "CREATE TABLE nokey (v int)", "ALTER TABLE nokey REPLICA IDENTITY FULL", "ALTER PUBLICATION pub ADD TABLE nokey")
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Backfill(ctxFor(t), "nokey"); !errors.Is(err, cdc.ErrInvalid) || !strings.Contains(err.Error(), "no primary key") {
+	if err := src.Backfill(pgtest.Ctx(t), "nokey"); !errors.Is(err, cdc.ErrInvalid) || !strings.Contains(err.Error(), "no primary key") {
 		t.Fatalf("Backfill(nokey) = %v, want ErrInvalid saying there is no key", err)
 	}
-	if err := src.Backfill(ctxFor(t), "missing"); err == nil || !strings.Contains(err.Error(), "missing") {
+	if err := src.Backfill(pgtest.Ctx(t), "missing"); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("Backfill(missing) = %v, want an error naming it", err)
 	}
 	_, err = replRun(t, dsn, slot, cursor.NewMemory(cdc.Cursor{}), 100, cdc.WithSnapshot(0))
@@ -440,7 +440,7 @@ func TestSnapshotTableDropped(t *testing.T) {
 // snapshotTableGone runs sql half way through the chunked snapshot of
 // items: the snapshot goes on with pairs.
 func snapshotTableGone(t *testing.T, sql string) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, 50, "CREATE PUBLICATION pub FOR TABLE items, pairs")
 	// A slot that exists: the snapshot is read in chunks (the snapshot a
 	// new slot exports holds its tables until it has read them all).
@@ -451,7 +451,7 @@ func snapshotTableGone(t *testing.T, sql string) {
 	}
 	store := cursor.NewMemory(cdc.Cursor{})
 	rp := newReplica()
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	defer cancel()
 	var snapshotted atomic.Bool
 	hooks := stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
@@ -487,13 +487,13 @@ func snapshotTableGone(t *testing.T, sql string) {
 
 func TestSnapshotExportedOnce(t *testing.T) {
 	const rows = 2000
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetup(t, dsn, rows)
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(300))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	wg := churn(ctx, t, dsn, 2, rows)
 	rp := newReplica()
 	store := &killable{Store: cursor.NewMemory(cdc.Cursor{})}
@@ -504,7 +504,7 @@ func TestSnapshotExportedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		rp.apply(ev)
 		switch {
 		case ev.Op == cdc.Snapshot:
@@ -564,7 +564,7 @@ func TestSnapshotServerFails(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			const rows = 2000
-			dsn := newDB(t)
+			dsn := pgtest.NewDB(t)
 			slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items")
 			if tt.slotFirst {
 				replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
@@ -585,7 +585,7 @@ func TestSnapshotServerFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A hang ends here, well before the test's deadline.
-			ctx, cancel := context.WithTimeout(ctxFor(t), 30*time.Second)
+			ctx, cancel := context.WithTimeout(pgtest.Ctx(t), 30*time.Second)
 			defer cancel()
 			seen := map[string]bool{}
 			err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
@@ -615,7 +615,7 @@ func TestSnapshotServerFails(t *testing.T) {
 // timestamptz and bytea, composite, come out each once, as the table holds
 // them.
 func TestSnapshotChunkKeys(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := fmt.Sprintf("snap_%d", replSlots.Add(1))
 	replExec(t, dsn,
 		"CREATE TABLE odd (k text, n numeric, ts timestamptz, b bytea, PRIMARY KEY (k, n, ts, b))",
@@ -626,11 +626,11 @@ func TestSnapshotChunkKeys(t *testing.T) {
 		"SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')", // present: the snapshot is read by chunks
 	)
 	t.Cleanup(func() { awaitInactive(t, dsn, slot) })
-	pg, err := pgconn.Connect(ctxFor(t), dsn)
+	pg, err := pgconn.Connect(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := pg.Exec(ctxFor(t), "SELECT k, n::text, ts::text, b::text FROM odd").ReadAll()
+	res, err := pg.Exec(pgtest.Ctx(t), "SELECT k, n::text, ts::text, b::text FROM odd").ReadAll()
 	pg.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -649,7 +649,7 @@ func TestSnapshotChunkKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		if ev.Op != cdc.Snapshot {
 			return fmt.Errorf("%v event before the snapshot's end", ev.Op)
 		}

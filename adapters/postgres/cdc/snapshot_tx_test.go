@@ -15,6 +15,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
@@ -65,10 +66,10 @@ func TestSnapshotTransactional(t *testing.T) {
 	if os.Getenv("RESUMABLE_PG_SOAK") != "" {
 		rows, writers, maxPiece, backfillAt, quietAt = 50_000, 6, 5000, 15, 40
 	}
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	replExec(t, dsn, "CREATE TABLE replica (tab text, k text, r text, PRIMARY KEY (tab, k))")
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestSnapshotTransactional(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writing, stopWriters := context.WithCancel(ctxFor(t))
+	writing, stopWriters := context.WithCancel(pgtest.Ctx(t))
 	defer stopWriters()
 	wg := churn(writing, t, dsn, writers, rows+rows/5)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -95,10 +96,10 @@ func TestSnapshotTransactional(t *testing.T) {
 		// The end: the sentinel applied and a cursor with no snapshot or
 		// backfill under way committed, before this run or during it.
 		var applied int
-		if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM replica WHERE tab = 'public.sentinel'").Scan(&applied); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*) FROM replica WHERE tab = 'public.sentinel'").Scan(&applied); err != nil {
 			t.Fatal(err)
 		}
-		saved, err := store.Load(ctxFor(t))
+		saved, err := store.Load(pgtest.Ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,11 +111,11 @@ func TestSnapshotTransactional(t *testing.T) {
 			t.Fatal(err)
 		}
 		if backfill { // asked at every start, as the example does
-			if err := src.Backfill(ctxFor(t), "pairs"); err != nil {
+			if err := src.Backfill(pgtest.Ctx(t), "pairs"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ctx, cancel := context.WithCancel(ctxFor(t))
+		ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 		var sentinel, done atomic.Bool
 		sentinel.Store(applied == 1)
 		hooks := stream.WithHooks(stream.Hooks[cdc.Cursor]{OnCommit: func(e stream.CommitEvent[cdc.Cursor]) {
@@ -183,7 +184,7 @@ func TestSnapshotTransactional(t *testing.T) {
 	}
 	want := tableRows(t, dsn, "items", "pairs")
 	got := map[string]map[string]string{"public.items": {}, "public.pairs": {}, "public.sentinel": {}}
-	res, err := pool.Query(ctxFor(t), "SELECT tab, k, r FROM replica")
+	res, err := pool.Query(pgtest.Ctx(t), "SELECT tab, k, r FROM replica")
 	if err != nil {
 		t.Fatal(err)
 	}

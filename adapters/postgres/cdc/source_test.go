@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
@@ -45,7 +46,7 @@ func replSetup(t testing.TB, dsn string) string {
 // runs in cleanups too, after t's context ended.
 func awaitInactive(t testing.TB, dsn, slot string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	ctx, cancel := context.WithTimeout(context.Background(), pgtest.Deadline)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -74,7 +75,7 @@ func awaitInactive(t testing.TB, dsn, slot string) {
 // replExec runs each statement on dsn, in order, on one connection.
 func replExec(t testing.TB, dsn string, sql ...string) {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatalf("connect %s: %v", dsn, err)
@@ -90,7 +91,7 @@ func replExec(t testing.TB, dsn string, sql ...string) {
 // confirmedFlush returns the slot's confirmed_flush_lsn.
 func confirmedFlush(t testing.TB, dsn, slot string) pglogrepl.LSN {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatalf("connect %s: %v", dsn, err)
@@ -110,7 +111,7 @@ func confirmedFlush(t testing.TB, dsn, slot string) pglogrepl.LSN {
 // replUntil polls cond until it holds, failing t after the deadline.
 func replUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
@@ -136,7 +137,7 @@ func replRun(t testing.TB, dsn, slot string, store cursor.Store[cdc.Cursor], n i
 		t.Fatal(err)
 	}
 	var got []cdc.Event
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		got = append(got, ev)
 		if len(got) == n {
 			return stream.ErrStop
@@ -157,7 +158,7 @@ func line(ev cdc.Event) string {
 }
 
 func TestReplResumeInsideTransaction(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn,
 		"INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g",
@@ -201,7 +202,7 @@ func TestReplResumeInsideTransaction(t *testing.T) {
 // follows what the Store holds, never what was handled: a stream that
 // handled everything but saved only its first cursor confirms that one.
 func TestReplFeedbackFollowsTheStore(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	for i := range 20 {
 		replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(%d, %d) g", i*10+1, i*10+10))
@@ -225,7 +226,7 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	handled := make(chan cdc.Event, 200)
 	done := make(chan error, 1)
 	go func() {
@@ -257,7 +258,7 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 		t.Fatalf("store holds %v after Run, want at least %v", final, last.Cursor)
 	}
 	// The next Open confirms the final cursor.
-	ctx, cancel = context.WithCancel(ctxFor(t))
+	ctx, cancel = context.WithCancel(pgtest.Ctx(t))
 	defer cancel()
 	r, err = cdc.NewResumer(src, store)
 	if err != nil {
@@ -281,7 +282,7 @@ func TestReplFeedbackFollowsTheStore(t *testing.T) {
 // (pg_stat_replication.write_lsn), or 0.
 func writeLSN(t testing.TB, dsn, slot string) pglogrepl.LSN {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatalf("connect %s: %v", dsn, err)
@@ -307,7 +308,7 @@ func writeLSN(t testing.TB, dsn, slot string) pglogrepl.LSN {
 // publication does not publish moves the saved cursor, and so the slot,
 // forward through progress-only events.
 func TestReplProgressOnQuietPublication(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) VALUES (1)")
 	store := cursor.NewMemory(cdc.Cursor{})
@@ -323,7 +324,7 @@ func TestReplProgressOnQuietPublication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	done := make(chan error, 1)
 	go func() {
 		done <- r.Run(ctx, func(context.Context, cdc.Event) error {
@@ -372,7 +373,7 @@ func replChanged(t *testing.T, dsn, slot string, store cursor.Store[cdc.Cursor],
 }
 
 func TestReplSlotRecreated(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
 	store := cursor.NewMemory(cdc.Cursor{})
@@ -387,7 +388,7 @@ func TestReplSlotRecreated(t *testing.T) {
 }
 
 func TestReplSlotDropped(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
 	store := cursor.NewMemory(cdc.Cursor{})
@@ -407,7 +408,7 @@ func TestReplSlotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	defer cancel()
 	done := make(chan error, 1)
 	var got []string
@@ -442,18 +443,18 @@ func TestReplSlotDropped(t *testing.T) {
 func dropSlot(t *testing.T, dsn, slot string) {
 	t.Helper()
 	replUntil(t, "the slot to be dropped", func() bool {
-		conn, err := pgx.Connect(ctxFor(t), dsn)
+		conn, err := pgx.Connect(pgtest.Ctx(t), dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctxFor(t), "SELECT pg_drop_replication_slot($1)", slot)
+		_, err = conn.Exec(pgtest.Ctx(t), "SELECT pg_drop_replication_slot($1)", slot)
 		return err == nil // "is active" until the walsender has exited
 	})
 }
 
 func TestReplResync(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 5) g")
 	store := cursor.NewMemory(cdc.Cursor{})
@@ -484,7 +485,7 @@ func TestReplResync(t *testing.T) {
 		rows []string
 		end  cdc.Cursor
 	)
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		ops = append(ops, ev.Op.String())
 		switch ev.Op {
 		case cdc.Snapshot:
@@ -530,21 +531,21 @@ func TestReplResync(t *testing.T) {
 }
 
 func TestReplConnCloseAndCancel(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("close unblocks recv", func(t *testing.T) {
-		c, err := src.Open(ctxFor(t), cdc.Cursor{})
+		c, err := src.Open(pgtest.Ctx(t), cdc.Cursor{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() {
 			for { // a progress event may come first
-				if _, err := c.Recv(ctxFor(t)); err != nil {
+				if _, err := c.Recv(pgtest.Ctx(t)); err != nil {
 					done <- err
 					return
 				}
@@ -562,12 +563,12 @@ func TestReplConnCloseAndCancel(t *testing.T) {
 		awaitInactive(t, dsn, slot)
 	})
 	t.Run("cancel ends recv", func(t *testing.T) {
-		c, err := src.Open(ctxFor(t), cdc.Cursor{})
+		c, err := src.Open(pgtest.Ctx(t), cdc.Cursor{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		ctx, cancel := context.WithCancel(ctxFor(t))
+		ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 		done := make(chan error, 1)
 		go func() {
 			for {
@@ -618,7 +619,7 @@ func TestNewSourceInvalid(t *testing.T) {
 // lose nothing.
 func TestReplStatusDuringLongTransaction(t *testing.T) {
 	const rows = 50_000
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, fmt.Sprintf("INSERT INTO items (id) SELECT g FROM generate_series(1, %d) g", rows))
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(time.Millisecond))
@@ -630,7 +631,7 @@ func TestReplStatusDuringLongTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []cdc.Event
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		if got = append(got, ev); len(got) == rows {
 			return stream.ErrStop
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -89,10 +90,10 @@ func TestStandbyKill(t *testing.T) {
 		kills, changes = 10, 5000
 	}
 	const interval = 500 * time.Millisecond
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "CREATE TABLE applied (id int NOT NULL)")
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestStandbyKill(t *testing.T) {
 	// next returns the next line of kind, failing t on a relay that stopped.
 	next := func(kind string) relayLine {
 		t.Helper()
-		ctx := ctxFor(t)
+		ctx := pgtest.Ctx(t)
 		for {
 			select {
 			case l := <-lines:
@@ -149,7 +150,7 @@ func TestStandbyKill(t *testing.T) {
 	next("WAITING")
 
 	written := make(chan error, 1)
-	go func() { written <- writeInserts(ctxFor(t), dsn, changes) }()
+	go func() { written <- writeInserts(pgtest.Ctx(t), dsn, changes) }()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 32))
 	var takeovers []time.Duration
 	for k := range kills {
@@ -175,7 +176,7 @@ func TestStandbyKill(t *testing.T) {
 	}
 	var rows, distinct int
 	replUntil(t, fmt.Sprintf("%d changes applied", changes), func() bool {
-		if err := pool.QueryRow(ctxFor(t), "SELECT count(*), count(DISTINCT id) FROM applied").Scan(&rows, &distinct); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*), count(DISTINCT id) FROM applied").Scan(&rows, &distinct); err != nil {
 			t.Fatal(err)
 		}
 		if rows != distinct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -41,7 +42,7 @@ type relay struct {
 
 func startRelay(t *testing.T, name, dsn, slot string, acquired, waiting chan string) *relay {
 	t.Helper()
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func startRelay(t *testing.T, name, dsn, slot string, acquired, waiting chan str
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(ctxFor(t))
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	rl.cancel = cancel
 	go func() { rl.done <- r.Run(ctx, postgres.Transactional(store, cdc.Extract, applyInsert)) }()
 	return rl
@@ -76,7 +77,7 @@ func startRelay(t *testing.T, name, dsn, slot string, acquired, waiting chan str
 // the test's deadline passed.
 func await(t *testing.T, ch chan string, what string, relays ...*relay) string {
 	t.Helper()
-	ctx := ctxFor(t)
+	ctx := pgtest.Ctx(t)
 	for {
 		for _, r := range relays {
 			select {
@@ -108,7 +109,7 @@ func awaitApplied(t *testing.T, pool *pgxpool.Pool, n int, relays ...*relay) {
 			}
 		}
 		var rows, distinct int
-		if err := pool.QueryRow(ctxFor(t), "SELECT count(*), count(DISTINCT id) FROM applied").Scan(&rows, &distinct); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*), count(DISTINCT id) FROM applied").Scan(&rows, &distinct); err != nil {
 			t.Fatal(err)
 		}
 		if rows != distinct {
@@ -125,10 +126,10 @@ func awaitApplied(t *testing.T, pool *pgxpool.Pool, n int, relays ...*relay) {
 // active one stops, the other takes over. Neither stops on its own, and
 // every change is applied once.
 func TestStandby(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "CREATE TABLE applied (id int NOT NULL)")
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestStandby(t *testing.T) {
 	holder := "A"
 	for blip := range 3 {
 		var pid int32
-		if err := pool.QueryRow(ctxFor(t), "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid); err != nil {
+		if err := pool.QueryRow(pgtest.Ctx(t), "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid); err != nil {
 			t.Fatal(err)
 		}
 		replExec(t, dsn, fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid))
@@ -190,11 +191,11 @@ func TestStandby(t *testing.T) {
 // exist yet and a Store with no cursor: one creates the slot, the other
 // waits, and neither fences the other out.
 func TestStandbyFreshStart(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	dropSlot(t, dsn, slot)
 	replExec(t, dsn, "CREATE TABLE applied (id int NOT NULL)")
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

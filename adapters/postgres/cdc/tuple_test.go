@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 )
 
@@ -11,7 +12,7 @@ import (
 // key only; the other columns are reported as not sent ('u'), not as NULL,
 // and the key columns are marked.
 func TestTupleKeyOnlyOld(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn, "INSERT INTO items (id, v) VALUES (1, 5)", "DELETE FROM items WHERE id = 1")
 	got, err := replRun(t, dsn, slot, cursor.NewMemory(cdc.Cursor{}), 2)

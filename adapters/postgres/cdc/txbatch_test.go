@@ -12,6 +12,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -22,7 +23,7 @@ import (
 // applied to the target in one transaction with its cursor, so the target
 // never shows part of a source transaction that fits in a batch.
 func TestTxBatchesRelay(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	const max = 50
 	sizes := []int{1, 3, 7, 2, 120, 5, 1, 1, 4, 49, 50, 51, 6}
@@ -42,7 +43,7 @@ func TestTxBatchesRelay(t *testing.T) {
 	replExec(t, dsn, "CREATE TABLE target (id int PRIMARY KEY, tx int NOT NULL)")
 	replExec(t, dsn, sql...)
 
-	pool, err := pgxpool.New(ctxFor(t), dsn)
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestTxBatchesRelay(t *testing.T) {
 		}
 		return nil
 	})
-	if err := r.RunBatch(ctxFor(t), handle); err != nil {
+	if err := r.RunBatch(pgtest.Ctx(t), handle); err != nil {
 		t.Fatalf("RunBatch() = %v", err)
 	}
 	for i, b := range batches {
@@ -97,7 +98,7 @@ func TestTxBatchesRelay(t *testing.T) {
 		}
 	}
 	var n int
-	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM target").Scan(&n); err != nil {
+	if err := pool.QueryRow(pgtest.Ctx(t), "SELECT count(*) FROM target").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != total {

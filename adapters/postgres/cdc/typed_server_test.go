@@ -9,13 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
 
 func TestReplTypedValuesAndMessages(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
 	replExec(t, dsn,
 		"CREATE TYPE color AS ENUM ('red', 'green')",
@@ -118,7 +119,7 @@ func TestWithSnapshotInvalid(t *testing.T) {
 // cursor taken after the request: a stream that stops before saving one
 // still does it on its next run.
 func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, 30, "CREATE PUBLICATION pub FOR TABLE items, pairs")
 	replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
@@ -131,7 +132,7 @@ func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
 	if _, err := replRun(t, dsn, slot, store, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Backfill(ctxFor(t), "pairs"); err != nil {
+	if err := src.Backfill(pgtest.Ctx(t), "pairs"); err != nil {
 		t.Fatal(err)
 	}
 	// A run whose handler fails at once: nothing saved.
@@ -140,7 +141,7 @@ func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	if err := r.Run(ctxFor(t), func(context.Context, cdc.Event) error { return errclass.Permanent(boom) }); !errors.Is(err, boom) {
+	if err := r.Run(pgtest.Ctx(t), func(context.Context, cdc.Event) error { return errclass.Permanent(boom) }); !errors.Is(err, boom) {
 		t.Fatalf("Run = %v, want boom", err)
 	}
 	// The next run of the same Source delivers the backfill.
@@ -149,7 +150,7 @@ func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		if ev.Op == cdc.Snapshot && ev.Relation == "public.pairs" {
 			if n++; n == 15 {
 				return stream.ErrStop
@@ -165,7 +166,7 @@ func TestBackfillRequestSurvivesAStopBeforeASave(t *testing.T) {
 // Snapshot rows have the columns changes have: pgoutput leaves generated
 // columns out, and so does the snapshot; the key flags and types match.
 func TestSnapshotColumnsMatchChanges(t *testing.T) {
-	dsn := newDB(t)
+	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, 0, "CREATE PUBLICATION pub FOR TABLE items")
 	replExec(t, dsn,
 		"CREATE TABLE gen (id int PRIMARY KEY, v numeric(8,2), g numeric GENERATED ALWAYS AS (v * 2) STORED, note text)",
@@ -202,7 +203,7 @@ func TestSnapshotColumnsMatchChanges(t *testing.T) {
 		return out
 	}
 	var snap, ins []col
-	err = r.Run(ctxFor(t), func(_ context.Context, ev cdc.Event) error {
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
 		switch ev.Op {
 		case cdc.Snapshot:
 			snap = cols(ev.New)

@@ -65,6 +65,25 @@ const DefaultBin = "/usr/lib/postgresql/15/bin"
 // guards against a hang and is never a timing assertion.
 const Timeout = 60 * time.Second
 
+// Deadline bounds every wait of the adapter's tests; it guards against a
+// hang and is never a timing assertion.
+const Deadline = 2 * time.Minute
+
+// Ctx returns a context bounded by Deadline and ended with t.
+func Ctx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// NewDB returns the URL of a database of t's own on the shared server,
+// dropped when t ends.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	return Shared(t).CreateDB(t)
+}
+
 // ErrNoBinaries is returned by [Launch] when initdb or postgres is missing.
 var ErrNoBinaries = errors.New("pgtest: PostgreSQL binaries not found")
 
