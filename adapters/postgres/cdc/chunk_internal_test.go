@@ -54,7 +54,10 @@ func TestProgressEncoding(t *testing.T) {
 	if diff := cmp.Diff(p, got); diff != "" {
 		t.Fatalf("decode(encode(p)) (-want +got):\n%s", diff)
 	}
-	row := appendPacked(nil, [][]byte{[]byte("x\x00y"), nil, []byte(`1"`)})
+	row, err := decodeCopy(nil, []byte("x\\000y\t\\N\t1\"\n"), 3) // x NUL y, NULL, 1"
+	if err != nil {
+		t.Fatal(err)
+	}
 	at := string(appendProgress(nil, p.prefix(), row, []int{0, 2}))
 	want := progress{Tables: p.Tables, After: []string{"x\x00y", `1"`}}.encode()
 	if at != want {

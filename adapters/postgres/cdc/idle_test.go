@@ -14,7 +14,6 @@ import (
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
-	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -49,15 +48,7 @@ func TestIdleStreamQuiet(t *testing.T) {
 	}
 	dsn := pgtest.NewDB(t)
 	slot := replSetup(t, dsn)
-	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := postgres.NewStore(pool, "relay", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, store := relayStore(t, dsn)
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(interval))
 	if err != nil {
 		t.Fatal(err)

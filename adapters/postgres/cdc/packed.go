@@ -47,27 +47,6 @@ func packedCol(p []byte, i int) ([]byte, byte) {
 	return p[base+start : base+int(end) : base+int(end)], pglogrepl.TupleDataTypeText
 }
 
-// appendPacked appends vals, a row of text values (nil for NULL), packed,
-// to b.
-func appendPacked(b []byte, vals [][]byte) []byte {
-	hdr := len(b)
-	b = growBy(b, packedHeader(len(vals)))
-	binary.LittleEndian.PutUint16(b[hdr:], uint16(len(vals)))
-	base := len(b)
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, '\t')
-		}
-		b = append(b, v...)
-		end := uint32(len(b) - base)
-		if v == nil {
-			end |= packedNull
-		}
-		binary.LittleEndian.PutUint32(b[hdr+2+4*i:], end)
-	}
-	return b
-}
-
 // growBy extends b by n bytes, of any value.
 func growBy(b []byte, n int) []byte {
 	if len(b)+n <= cap(b) {

@@ -11,12 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
-	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -69,15 +67,7 @@ func TestSnapshotTransactional(t *testing.T) {
 	dsn := pgtest.NewDB(t)
 	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items, sentinel")
 	replExec(t, dsn, "CREATE TABLE replica (tab text, k text, r text, PRIMARY KEY (tab, k))")
-	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := postgres.NewStore(pool, "relay", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, store := relayStore(t, dsn)
 	writing, stopWriters := context.WithCancel(pgtest.Ctx(t))
 	defer stopWriters()
 	wg := churn(writing, t, dsn, writers, rows+rows/5)

@@ -14,7 +14,6 @@ import (
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
-	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -42,15 +41,7 @@ type relay struct {
 
 func startRelay(t *testing.T, name, dsn, slot string, acquired, waiting chan string) *relay {
 	t.Helper()
-	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := postgres.NewStore(pool, "relay", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := relayStore(t, dsn)
 	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithStatusInterval(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

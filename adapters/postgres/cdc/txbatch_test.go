@@ -43,15 +43,7 @@ func TestTxBatchesRelay(t *testing.T) {
 	replExec(t, dsn, "CREATE TABLE target (id int PRIMARY KEY, tx int NOT NULL)")
 	replExec(t, dsn, sql...)
 
-	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := postgres.NewStore(pool, "relay", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, store := relayStore(t, dsn)
 	src, err := cdc.NewSource(dsn, slot, "pub")
 	if err != nil {
 		t.Fatal(err)
@@ -108,4 +100,20 @@ func TestTxBatchesRelay(t *testing.T) {
 	if want := 13 + 2 + 1; len(batches) != want {
 		t.Errorf("%d batches, want %d (one per transaction, the parts of 120 and 51)", len(batches), want)
 	}
+}
+
+// relayStore returns a pool on dsn, closed when t ends, and the Store
+// named relay of cdc cursors in it.
+func relayStore(t testing.TB, dsn string) (*pgxpool.Pool, *postgres.Store[cdc.Cursor]) {
+	t.Helper()
+	pool, err := pgxpool.New(pgtest.Ctx(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := postgres.NewStore(pool, "relay", cursor.JSON[cdc.Cursor](), cdc.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, store
 }
