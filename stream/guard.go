@@ -105,6 +105,17 @@ func (g *connGuard[T]) rethrow() {
 	panic(v)
 }
 
+// drop closes the current Conn, if any, from a goroutine other than Run's:
+// the committer ends a connection whose save failed.
+func (g *connGuard[T]) drop() {
+	g.mu.Lock()
+	c := g.conn
+	g.mu.Unlock()
+	if c != nil {
+		g.close(c)
+	}
+}
+
 // reset prepares the guard for a new run.
 func (g *connGuard[T]) reset() {
 	g.mu.Lock()

@@ -146,6 +146,14 @@ type StopEvent[C any] struct {
 	Cursor C
 }
 
+// callHook runs call, which calls one hook, holding the hook turn: hooks
+// never run two at once, whichever goroutine calls them.
+func (r *Resumer[T, C]) callHook(call func()) {
+	r.hookTurn <- struct{}{}
+	defer func() { <-r.hookTurn }()
+	call()
+}
+
 // joinHooks returns one set of hooks that calls every set of hs in order.
 func joinHooks[C any](hs []Hooks[C]) Hooks[C] {
 	var j Hooks[C]

@@ -83,26 +83,57 @@ func (r *Resumer[T, C]) begin() {
 	r.mu.Unlock()
 }
 
-// cur returns the committed cursor. Only the loop's goroutine writes it
-// (under r.mu, for Stats), so the loop reads it without the lock.
-func (r *Resumer[T, C]) cur() C { return r.stats.Cursor }
+// cur returns the committed cursor. With one handler only the loop's
+// goroutine writes it (under r.mu, for Stats), so the loop reads it
+// without the lock; under WithConcurrency the committer writes it.
+func (r *Resumer[T, C]) cur() C {
+	if r.pipe.Load() == nil {
+		return r.stats.Cursor
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats.Cursor
+}
 
 // guarded runs the loop with its helpers: the context watcher, the idle
-// watchdog and, under WithConcurrency, the handler goroutines; each has
-// ended when it returns.
+// watchdog and, under WithConcurrency, the pipeline; each has ended when
+// it returns.
 func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome {
 	defer r.guard.rethrow() // a Close that panicked on the watcher's or watchdog's goroutine
 	defer r.guard.wait()
-	if !r.noWatch {
+	if r.handlers > 1 {
+		p := r.startPipeline(ctx, handle)
+		r.pipe.Store(p)
+		defer r.pipe.Store(nil)
+		defer p.stop()
+		defer r.guard.watch(p.opens)() // ctx's end, or the pipeline's stop, closes the Conn
+	} else if !r.noWatch {
 		defer r.guard.watch(ctx)()
 	}
-	if r.handlers > 1 {
-		w := r.startWindow(ctx, handle)
-		defer w.stop()
-		r.win.Store(w)
-		defer r.win.Store(nil)
-	}
 	return r.settle(ctx, r.loop(ctx, handle))
+}
+
+// blocking is the context of the supervisor's blocking calls: ctx, or
+// under WithConcurrency ctx also cancelled once the pipeline stops.
+func (r *Resumer[T, C]) blocking(ctx context.Context) context.Context {
+	if p := r.pipe.Load(); p != nil {
+		return p.opens
+	}
+	return ctx
+}
+
+// saveFailedBehind reports whether the pipeline's committer failed to
+// save: the connection it ended is a save failure, decided once settled.
+func (r *Resumer[T, C]) saveFailedBehind() bool {
+	p := r.pipe.Load()
+	return p != nil && p.ending().saveErr != nil
+}
+
+// pipeStopped reports whether the pipeline stopped reading (a handler's
+// failure, panic or stop): the try ends, and settle says how.
+func (r *Resumer[T, C]) pipeStopped() bool {
+	p := r.pipe.Load()
+	return p != nil && p.stopped()
 }
 
 // loop is the one loop: load, open and drain a connection; then decide —
@@ -110,7 +141,7 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 	for {
 		o := r.connect(ctx, handle)
-		if o.end != cleanEnd || ctx.Err() != nil {
+		if o.end != cleanEnd || ctx.Err() != nil || r.saveFailedBehind() {
 			o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
 		}
 		if o = r.saveBehind(ctx, o); o.end == finalEnd {
@@ -145,12 +176,15 @@ func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 }
 
 // endOf classifies the error that ended a try: the end of the stream and
-// ErrStop end Run cleanly, ctx's end ends it with ctx's error; anything else
-// is a failure.
-func endOf(ctx context.Context, o outcome, err error) outcome {
+// ErrStop end Run cleanly, ctx's end ends it with ctx's error, a stopped
+// pipeline ends it as the pipeline says (settle); anything else is a
+// failure.
+func (r *Resumer[T, C]) endOf(ctx context.Context, o outcome, err error) outcome {
 	switch {
 	case ctx.Err() != nil:
 		return o.final(ctx.Err())
+	case r.pipeStopped():
+		return o.final(nil)
 	case errwalk.Is(err, ErrEndOfStream):
 		return o.final(nil)
 	case errwalk.Is(err, ErrStop): // only a handler's ErrStop commits; from a Source it just stops
@@ -169,14 +203,15 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 		}
 	}
 	r.st.lastTry = time.Now() // a try starts here: a failed limiter wait obeys the delay rule too
+	bctx := r.blocking(ctx)
 	if r.limiter != nil {
-		if err := r.limiter.Wait(ctx); err != nil {
-			return endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
+		if err := r.limiter.Wait(bctx); err != nil {
+			return r.endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
 		}
 	}
 	after := r.resumeAt()
-	r.st.saveFailed = false
-	conn, err := r.src.Open(ctx, after)
+	r.newConnection()
+	conn, err := r.src.Open(bctx, after)
 	switch {
 	case err == nil && isNil(conn):
 		err = errNilConn
@@ -184,14 +219,14 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 		_ = conn.Close() // an Open that failed must not leak what it opened
 	}
 	if err != nil {
-		return endOf(ctx, outcome{}, err)
+		return r.endOf(ctx, outcome{}, err)
 	}
 	r.mu.Lock()
 	r.stats.Opens++
 	r.mu.Unlock()
 	r.debug("stream opened", nil)
 	if r.hooks.OnConnect != nil {
-		r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt})
+		r.callHook(func() { r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt}) })
 	}
 	o := r.drain(ctx, conn, handle)
 	o.moved = r.movedFrom(after, o.commits+o.read)
@@ -221,8 +256,7 @@ func (r *Resumer[T, C]) load(ctx context.Context) outcome {
 	c, err := r.store.Load(ctx)
 	if err != nil {
 		// No cursor to resync from: the Store itself is the problem.
-		o := endOf(ctx, outcome{noResync: true}, fmt.Errorf("stream: loading the cursor from the Store: %w", err))
-		return o
+		return r.endOf(ctx, outcome{noResync: true}, fmt.Errorf("stream: loading the cursor from the Store: %w", err))
 	}
 	r.st.loaded = true
 	if r.interval > 0 {
@@ -236,20 +270,25 @@ func (r *Resumer[T, C]) load(ctx context.Context) outcome {
 
 // saveBehind saves the Store after a try when it lags behind the committed
 // cursor (a connection's end is a good moment); a failed save turns a clean
-// end into a failure. Final outcomes are left to the final save.
+// end into a failure. Final outcomes are left to the final save. Under
+// WithConcurrency, while events read before a clean end still run, the
+// committer saves once they are committed.
 func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
-	if o.end == finalEnd || o.end == saveFailed || r.st.unsaved == 0 {
+	if o.end == finalEnd || o.end == saveFailed {
 		return o
-	}
-	if w := r.win.Load(); w != nil && (!w.empty() || w.saving) {
-		return o // the window saves on, on its saver
 	}
 	if ctx.Err() != nil {
 		return o.final(ctx.Err())
 	}
+	if p := r.pipe.Load(); p != nil {
+		if _, ok := p.lastRead(); ok {
+			p.endConn()
+			return o
+		}
+	}
 	// A failed try keeps its own error (an expiry still resyncs); the
 	// Store is saved again at the next checkpoint, or when Run returns.
-	if err := r.checkpoint(ctx, false); err != nil && (o.end == cleanEnd || o.end == resynced) {
+	if err := r.saveNow(ctx); err != nil && ctx.Err() == nil && (o.end == cleanEnd || o.end == resynced) {
 		o.end, o.err, o.noResync = saveFailed, err, true
 	}
 	return o
@@ -270,9 +309,9 @@ func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[
 			o = r.idleEnd(o, seen)
 		}
 	}()
-	switch w := r.win.Load(); {
-	case w != nil:
-		return r.readWindow(ctx, conn, w)
+	switch p := r.pipe.Load(); {
+	case p != nil:
+		return r.readPipe(ctx, conn, p)
 	case r.bat != nil:
 		return r.readBatch(ctx, conn, r.bat)
 	}
@@ -305,7 +344,7 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			continue
 		case handled:
 			if err := handle(ctx, ev); err != nil { // the step's first try; the rest is inline's
-				if kind, a, err = r.retried(ctx, handle, ev, c, err); a == fail {
+				if kind, a, err = r.retried(ctx, handle, &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err}); a == fail {
 					return o.final(err)
 				}
 			}
@@ -339,7 +378,7 @@ func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) out
 		o.end, o.err = cleanEnd, err
 		return o
 	}
-	return endOf(ctx, o, err)
+	return r.endOf(ctx, o, err)
 }
 
 // judge says what to do with an event whose cursor c the extractor returned
@@ -416,10 +455,11 @@ func (e *idleError) Unwrap() []error { return []error{ErrIdleTimeout, e.err} }
 // and the first failure of a streak, start it over (so clean ends never
 // spend the failure budget).
 func (r *Resumer[T, C]) decide(o outcome) verdict {
-	if o.moved {
+	moved := o.moved && o.end != saveFailed // the Store did not move: the budget runs on
+	if moved {
 		r.st.attempt = 0
 	}
-	if o.moved || (r.st.attempt == 0 && (o.end == failed || o.end == saveFailed)) {
+	if moved || (r.st.attempt == 0 && (o.end == failed || o.end == saveFailed)) {
 		r.st.resetSteps()
 	}
 	d := errclass.Decision{Action: errclass.Expired} // after a resync
@@ -476,7 +516,8 @@ func (r *Resumer[T, C]) report(o outcome, d errclass.Decision) {
 	}
 	r.mu.Unlock()
 	if r.hooks.OnDisconnect != nil {
-		r.hooks.OnDisconnect(DisconnectEvent[C]{Err: o.err, Decision: d, Clean: clean, Opened: o.opened, Events: o.commits, Cursor: r.cur()})
+		e := DisconnectEvent[C]{Err: o.err, Decision: d, Clean: clean, Opened: o.opened, Events: o.commits, Cursor: r.cur()}
+		r.callHook(func() { r.hooks.OnDisconnect(e) })
 	}
 }
 
@@ -539,7 +580,8 @@ func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Durat
 		}
 	}
 	if r.hooks.OnRetry != nil {
-		r.hooks.OnRetry(RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.resumeAt()})
+		e := RetryEvent[C]{Err: err, Decision: d, Delay: delay, Reason: reason, Attempt: r.st.attempt, After: r.resumeAt()}
+		r.callHook(func() { r.hooks.OnRetry(e) })
 	}
 	lvl, msg := zapcore.InfoLevel, "stream failed; retrying"
 	if r.st.attempt == 0 { // a clean end is never a failure
@@ -565,8 +607,8 @@ func (r *Resumer[T, C]) capServer(after time.Duration) time.Duration {
 // returns. emit refuses once the hook returned.
 func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], cause error) outcome {
 	from := r.cur()
-	rp := &replay[T, C]{r: r, ctx: ctx, handle: handle, w: r.win.Load()}
-	after, err := r.resync(ctx, cause, rp.emit)
+	rp := &replay[T, C]{r: r, ctx: ctx, handle: handle, p: r.pipe.Load()}
+	after, err := r.resync(r.blocking(ctx), cause, rp.emit)
 	rp.over.Store(true)
 	herr := rp.finish(err == nil)
 	switch {
@@ -586,9 +628,9 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 	r.stats.Events += uint64(rp.n) // a completed replay's, committed with its cursor
 	r.stats.Parked += uint64(rp.parked)
 	r.mu.Unlock()
-	serr := r.commit(ctx, after, resyncEnd, true)
+	serr := r.commitVia(ctx, after, resyncEnd)
 	if r.hooks.OnResync != nil {
-		r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: rp.n})
+		r.callHook(func() { r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: rp.n}) })
 	}
 	if ce := r.log.Check(zapcore.InfoLevel, "resynced after an expired cursor"); ce != nil {
 		ce.Write(zap.Any("from", from), zap.Any("to", after), zap.Int("replayed", rp.n), zap.Error(cause))
@@ -604,14 +646,14 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 var errEmitAfterResync = errors.New("stream: emit called after its ResyncFunc returned")
 
 // replay is one resync's emit: it hands each event to the step (inline, or
-// through the window under WithConcurrency) and remembers the first handler
-// error, which ends Run.
+// through the pipeline under WithConcurrency) and remembers the first
+// handler error, which ends Run.
 type replay[T, C any] struct {
 	r      *Resumer[T, C]
 	ctx    context.Context // the resync's; a replay lives only as long as the call
 	handle handler[T]
-	w      *window[T, C] // nil: one handler
-	over   atomic.Bool   // the ResyncFunc returned
+	p      *pipeline[T, C] // nil: one handler
+	over   atomic.Bool     // the ResyncFunc returned
 	n      int           // events handled
 	parked int           // of which parked
 	herr   error
@@ -627,8 +669,8 @@ func (p *replay[T, C]) emit(ev T) error {
 	if err := p.ctx.Err(); err != nil {
 		return err
 	}
-	if p.w != nil {
-		p.herr = p.r.replayed(p.ctx, p.w, ev)
+	if p.p != nil {
+		p.herr = p.r.replayed(p.ctx, p.p, ev)
 		return p.herr
 	}
 	var zero C
@@ -679,122 +721,14 @@ func (p *replay[T, C]) finish(ok bool) error {
 		}
 		return p.flush()
 	}
-	if p.w == nil {
+	if p.p == nil {
 		return p.herr
 	}
 	if p.herr == nil {
-		p.herr = p.r.settleReplay(p.ctx, p.w)
+		p.herr = p.r.settleReplay(p.ctx, p.p)
 	}
-	p.n, p.parked, p.w.replayed, p.w.replayParked = p.w.replayed, p.w.replayParked, 0, 0
+	p.n, p.parked = p.p.takeReplayed()
 	return p.herr
-}
-
-// commit records c as the committed cursor and saves the Store when the
-// checkpoint cadence says so, and returns the Store's error, if any. A
-// cursor that does not move the stream (one known to repeat the committed
-// one) writes nothing. A save that failed only because ctx ended is no
-// failure: it is neither counted nor hooked, and the final save follows.
-func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) (err error) {
-	if moved {
-		r.st.unsaved++
-	}
-	save := moved && !r.st.saveFailed && ((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
-	if save && r.handlers > 1 { // the window saves in the background, one save at a time
-		r.st.saveDue, save = true, false
-	}
-	if save {
-		err = r.store.Save(ctx, c)
-		save = err == nil || ctx.Err() == nil
-	}
-	r.mu.Lock()
-	r.stats.Cursor = c
-	switch kind {
-	case progress:
-		r.stats.Progress++
-	case resyncEnd:
-		r.stats.Resyncs++
-	case parked:
-		r.stats.Parked++
-		r.stats.Events++
-	default:
-		r.stats.Events++
-	}
-	if save {
-		r.countSave(err)
-	}
-	r.mu.Unlock()
-	if r.hooks.OnCommit != nil {
-		e := CommitEvent[C]{Cursor: c, Progress: kind == progress, Resync: kind == resyncEnd, Parked: kind == parked}
-		if w := r.win.Load(); w != nil {
-			e.InFlight = w.inflight()
-		}
-		r.hooks.OnCommit(e)
-	}
-	switch {
-	case save:
-		return r.saved(c, err, false)
-	case err != nil: // ctx's end
-		return ctx.Err()
-	}
-	return nil
-}
-
-// checkpoint saves the committed cursor if the Store lags behind it.
-func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
-	if r.st.unsaved == 0 {
-		return nil
-	}
-	c := r.cur()
-	err := r.store.Save(ctx, c)
-	r.mu.Lock()
-	r.countSave(err)
-	r.mu.Unlock()
-	return r.saved(c, err, final)
-}
-
-// countSave counts a Store.Save; r.mu is held.
-func (r *Resumer[T, C]) countSave(err error) {
-	if err != nil {
-		r.stats.SaveErrors++
-	} else {
-		r.stats.Saves++
-	}
-}
-
-// saved finishes a Store.Save of c that returned err.
-func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
-	if r.hooks.OnSave != nil {
-		r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final})
-	}
-	if err != nil {
-		r.st.saveFailed = true
-		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(c), err)
-	}
-	r.st.unsaved = 0
-	if r.interval > 0 {
-		r.st.lastSave = time.Now() // read the clock only when the cadence needs it
-	}
-	return nil
-}
-
-// finalSave saves a lagging Store when the loop ends, on a context that
-// outlives ctx's cancellation but not the final-save timeout. A loop that
-// ended because saving failed is not saved again: its error already says so.
-func (r *Resumer[T, C]) finalSave(ctx context.Context, o outcome) error {
-	if r.st.unsaved == 0 || o.end == saveFailed {
-		return o.err
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTimeout)
-	defer cancel()
-	err := r.checkpoint(sctx, true)
-	if err == nil {
-		return o.err
-	}
-	r.mu.Lock()
-	r.stats.FinalSaveError = err
-	r.mu.Unlock()
-	r.warn("final save failed", err)
-	return errors.Join(o.err, err)
 }
 
 // classify asks the user's classifier, falling back to the default.

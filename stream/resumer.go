@@ -16,6 +16,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
 // defaultFinalSaveTimeout bounds the save made when Run returns.
@@ -60,9 +61,13 @@ type Resumer[T, C any] struct {
 	bat         *batch[T, C]  // RunBatch's, while it runs (loop goroutine only)
 
 	running atomic.Bool
-	win     atomic.Pointer[window[T, C]] // the handler goroutines under WithConcurrency, while Run runs
-	st      loopState                    // owned by the running loop
-	guard   connGuard[T]                 // shared with the context watcher and the idle watchdog
+	pipe    atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
+	st      loopState                      // the supervisor's; the committer's fields are the committer's (committer.go)
+	guard   connGuard[T]                   // shared with the context watcher and the idle watchdog
+	// hookTurn holds the turn to run a hook, made by each run: hooks never
+	// overlap. A channel, not a mutex, so that a hook waiting on the clock
+	// inside a testing/synctest bubble does not stall the bubble.
+	hookTurn chan struct{}
 
 	mu    sync.Mutex // guards stats; the loop alone writes stats.Cursor
 	stats Stats[C]
@@ -325,8 +330,8 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	if w := r.win.Load(); w != nil {
-		s.InFlight = int(w.inFlight.Load())
+	if p := r.pipe.Load(); p != nil {
+		s.InFlight = int(p.inFlight.Load())
 	}
 	return s
 }
@@ -374,6 +379,8 @@ func (r *Resumer[T, C]) Run(ctx context.Context, handle func(ctx context.Context
 		return fmt.Errorf("%w: Run: nil handler", ErrInvalidOption)
 	case r.batch > 0:
 		return fmt.Errorf("%w: Run with WithBatch: use RunBatch", ErrInvalidOption)
+	case r.batchEnd != nil:
+		return fmt.Errorf("%w: Run with WithBatchEnd: batch boundaries need RunBatch", ErrInvalidOption)
 	}
 	return r.run(ctx, handle, nil)
 }
@@ -403,6 +410,9 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 			return
 		case r.batch > 0:
 			yield(zero, fmt.Errorf("%w: All with WithBatch: a loop body takes one event at a time; use RunBatch", ErrInvalidOption))
+			return
+		case r.batchEnd != nil:
+			yield(zero, fmt.Errorf("%w: All with WithBatchEnd: batch boundaries need RunBatch", ErrInvalidOption))
 			return
 		}
 		broke := false
@@ -434,6 +444,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, 
 		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
 	}
 	r.begin()
+	r.hookTurn = make(chan struct{}, 1)
 	r.bat = b
 	defer func() { r.bat = nil }()
 	o := outcome{end: finalEnd, err: ctx.Err()}
@@ -447,9 +458,12 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, 
 		o = r.guarded(ctx, handle)
 	}
 	returned = true
+	if o.end == finalEnd && errwalk.Is(o.err, errBreak) {
+		o.err = nil // an All loop body stopped: no failure (All knows it broke)
+	}
 	err = r.finalSave(ctx, o)
 	if r.hooks.OnStop != nil {
-		r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.cur()})
+		r.callHook(func() { r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.cur()}) })
 	}
 	return err
 }

@@ -14,10 +14,11 @@ import (
 // The one step an event goes through, whoever runs it: take (the cursor
 // and the kind, read once), try (the handler, or the dead letter), after
 // (the one decision on a try's result: done, retry, park, stop or fail),
-// and commit. With one handler the loop's goroutine runs the step inline;
-// under WithConcurrency the window (window.go) runs tries on handler
-// goroutines and everything else on the loop's goroutine, so hooks never
-// run concurrently.
+// and commit (committer.go). This file is what happens when a handler
+// fails. With one handler Run's goroutine runs the step inline; under
+// WithConcurrency the pipeline (pipeline.go) runs tries and decisions on
+// its handler goroutines and commits and parks on its committer; hooks
+// never run two at once (callHook).
 
 // slot is one event on its way through the step.
 type slot[T, C any] struct {
@@ -109,7 +110,8 @@ func (r *Resumer[T, C]) after(ctx context.Context, s *slot[T, C]) (action, error
 	}
 	parks := !again && r.park != nil
 	if r.hooks.OnHandlerError != nil {
-		r.hooks.OnHandlerError(HandlerEvent[C]{Cursor: s.c, Try: s.tries, Err: err, Decision: d, Retry: again, Parked: parks})
+		e := HandlerEvent[C]{Cursor: s.c, Try: s.tries, Err: err, Decision: d, Retry: again, Parked: parks}
+		r.callHook(func() { r.hooks.OnHandlerError(e) })
 	}
 	switch {
 	case again:
@@ -150,20 +152,19 @@ func (r *Resumer[T, C]) inline(ctx context.Context, handle handler[T], ev T, c C
 	if err == nil { // the per-event path ends here
 		return handled, finished, nil
 	}
-	return r.retried(ctx, handle, ev, c, err)
+	return r.retried(ctx, handle, &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err})
 }
 
-// retried is inline after a first try that failed with err.
-func (r *Resumer[T, C]) retried(ctx context.Context, handle handler[T], ev T, c C, err error) (eventKind, action, error) {
-	s := slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err}
+// retried is inline after the first try of s failed.
+func (r *Resumer[T, C]) retried(ctx context.Context, handle handler[T], s *slot[T, C]) (eventKind, action, error) {
 	for {
-		a, err := r.after(ctx, &s)
+		a, err := r.after(ctx, s)
 		switch a {
 		case retry:
-			r.try(ctx, handle, &s)
+			r.try(ctx, handle, s)
 			continue
 		case park:
-			if err := r.parkSlot(ctx, &s); err != nil {
+			if err := r.parkSlot(ctx, s); err != nil {
 				return handled, fail, err
 			}
 			return parked, finished, nil

@@ -1,0 +1,174 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The one committer: every cursor is committed, and the Store saved, by
+// the rules below, whoever runs them — Run's goroutine with one handler,
+// the pipeline's committer goroutine under WithConcurrency (which also
+// runs the supervisor's saves through pipeline.call). docs/how-it-decides.md
+// states them:
+//   - a commit records the cursor, counts it in Stats and calls OnCommit, in
+//     stream order, one event at a time;
+//   - a save follows a commit that moved the stream when the cadence says
+//     so (WithCheckpointEvery's count, WithCheckpointInterval's time since
+//     the last save ended), and once the events read before a connection's
+//     end are committed; a save failure ends the connection and no other
+//     save is made on it; its classification, with the retry budget, is the
+//     supervisor's, and a connection whose save failed never resets that
+//     budget;
+//   - a save cut short by ctx's end is no failure (neither counted nor
+//     hooked): the final save, on a context that outlives ctx, follows.
+
+// commit records c as the committed cursor and saves the Store when the
+// cadence says so; it returns the Store's error, or ctx's when ctx ended
+// during the save.
+func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
+	r.record(commitRec[C]{c: c, kind: kind, moves: moved})
+	if moved && r.due() {
+		return r.save(ctx, false)
+	}
+	return nil
+}
+
+// commitRun commits a run of finished events of the pipeline and saves
+// once after them when the cadence says so, or when connEnd (the events
+// read before a connection's end are all committed) finds the Store
+// behind. A save cut short by ctx's end returns nil: the final save
+// follows.
+func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
+	moved := false
+	for _, rec := range recs {
+		r.record(rec)
+		moved = moved || rec.moves
+	}
+	if !(moved && r.due()) && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
+		return nil
+	}
+	if err := r.save(ctx, false); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// record commits rec's cursor in memory: Stats, the cursor, OnCommit.
+func (r *Resumer[T, C]) record(rec commitRec[C]) {
+	if rec.moves {
+		r.st.unsaved++
+	}
+	r.mu.Lock()
+	r.stats.Cursor = rec.c
+	switch rec.kind {
+	case progress:
+		r.stats.Progress++
+	case resyncEnd:
+		r.stats.Resyncs++
+	case parked:
+		r.stats.Parked++
+		r.stats.Events++
+	default:
+		r.stats.Events++
+	}
+	r.mu.Unlock()
+	if r.hooks.OnCommit != nil {
+		r.callHook(func() {
+			r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked, InFlight: rec.inFlight})
+		})
+	}
+}
+
+// due reports whether the cadence asks for a save now.
+func (r *Resumer[T, C]) due() bool {
+	return r.st.unsaved > 0 && !r.st.saveFailed &&
+		((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
+}
+
+// checkpoint saves the committed cursor if the Store lags behind it.
+func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
+	if r.st.unsaved == 0 {
+		return nil
+	}
+	return r.save(ctx, final)
+}
+
+// save saves the committed cursor, counts the save and calls OnSave. A
+// save that is not the final one and failed because ctx ended returns
+// ctx's error, uncounted and unhooked.
+func (r *Resumer[T, C]) save(ctx context.Context, final bool) error {
+	c := r.cur()
+	err := r.store.Save(ctx, c)
+	if err != nil && !final && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	if err != nil {
+		r.stats.SaveErrors++
+	} else {
+		r.stats.Saves++
+	}
+	r.mu.Unlock()
+	if r.hooks.OnSave != nil {
+		r.callHook(func() { r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final}) })
+	}
+	if err != nil {
+		r.st.saveFailed = true
+		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(c), err)
+	}
+	r.st.unsaved = 0
+	if r.interval > 0 {
+		r.st.lastSave = time.Now() // read the clock only when the cadence needs it
+	}
+	return nil
+}
+
+// finalSave saves a lagging Store when the loop ends, on a context that
+// outlives ctx's cancellation but not the final-save timeout. A loop that
+// ended because saving failed is not saved again: its error already says so.
+func (r *Resumer[T, C]) finalSave(ctx context.Context, o outcome) error {
+	if r.st.unsaved == 0 || o.end == saveFailed {
+		return o.err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTimeout)
+	defer cancel()
+	err := r.checkpoint(sctx, true)
+	if err == nil {
+		return o.err
+	}
+	r.mu.Lock()
+	r.stats.FinalSaveError = err
+	r.mu.Unlock()
+	r.warn("final save failed", err)
+	return errors.Join(o.err, err)
+}
+
+// commitVia runs the committer's commit of c (a resync's cursor) on the
+// goroutine that owns the committer.
+func (r *Resumer[T, C]) commitVia(ctx context.Context, c C, kind eventKind) error {
+	if p := r.pipe.Load(); p != nil {
+		return p.call(func() error { return r.commit(ctx, c, kind, true) })
+	}
+	return r.commit(ctx, c, kind, true)
+}
+
+// saveNow saves the Store if it lags (a try's end), on the goroutine that
+// owns the committer.
+func (r *Resumer[T, C]) saveNow(ctx context.Context) error {
+	if p := r.pipe.Load(); p != nil {
+		return p.call(func() error { return r.checkpoint(ctx, false) })
+	}
+	return r.checkpoint(ctx, false)
+}
+
+// newConnection lets the committer save again on a new connection, after
+// a failed save ended the last one.
+func (r *Resumer[T, C]) newConnection() {
+	if p := r.pipe.Load(); p != nil {
+		_ = p.call(func() error { r.st.saveFailed = false; return nil })
+		return
+	}
+	r.st.saveFailed = false
+}
