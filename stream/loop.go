@@ -654,8 +654,8 @@ type replay[T, C any] struct {
 	handle handler[T]
 	p      *pipeline[T, C] // nil: one handler
 	over   atomic.Bool     // the ResyncFunc returned
-	n      int           // events handled
-	parked int           // of which parked
+	n      int             // events handled
+	parked int             // of which parked
 	herr   error
 }
 

@@ -49,13 +49,13 @@ type pipeline[T, C any] struct {
 	err          error   // the failure that ends Run
 	panicked     bool
 	panicVal     any
-	saveAt       uint64 // save once head+1 reaches it (a connection's end); 0: none
-	saveErr      error  // a save that failed since the supervisor last looked
-	readWaits    bool   // the reader sleeps on room
-	settleWaits  bool   // the supervisor sleeps on settled
-	closed       bool   // stopping is closed
-	replayed     int    // a resync's replayed events finished since its start
-	replayParked int    // of which parked
+	saveAt       uint64         // save once head+1 reaches it (a connection's end); 0: none
+	saveErr      error          // a save that failed since the supervisor last looked
+	readWaits    bool           // the reader sleeps on room
+	settleWaits  bool           // the supervisor sleeps on settled
+	closed       bool           // stopping is closed
+	replayed     int            // a resync's replayed events finished since its start
+	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused
 }
 
@@ -122,8 +122,8 @@ func wake(c chan struct{}) {
 }
 
 func (p *pipeline[T, C]) index(seq uint64) int32 { return int32(seq % uint64(len(p.slots))) }
-func (p *pipeline[T, C]) empty() bool           { return p.head == p.tail }
-func (p *pipeline[T, C]) full() bool            { return p.tail-p.head == uint64(len(p.slots)) }
+func (p *pipeline[T, C]) empty() bool            { return p.head == p.tail }
+func (p *pipeline[T, C]) full() bool             { return p.tail-p.head == uint64(len(p.slots)) }
 
 // stopReading closes stopping once and cancels opens; p.mu is held.
 func (p *pipeline[T, C]) stopReading() {
