@@ -19,8 +19,8 @@ import (
 //     the last save ended), and once the events read before a connection's
 //     end are committed; a save failure ends the connection and no other
 //     save is made on it; its classification, with the retry budget, is the
-//     supervisor's, and a connection whose save failed never resets that
-//     budget;
+//     supervisor's, and no connection resets that budget while the last
+//     save failed (progress the Store does not hold is none);
 //   - a save cut short by ctx's end is no failure (neither counted nor
 //     hooked): the final save, on a context that outlives ctx, follows.
 
@@ -104,6 +104,7 @@ func (r *Resumer[T, C]) save(ctx context.Context, final bool) error {
 	if err != nil && !final && ctx.Err() != nil {
 		return ctx.Err()
 	}
+	r.saveFailing.Store(err != nil)
 	r.mu.Lock()
 	if err != nil {
 		r.stats.SaveErrors++

@@ -141,7 +141,7 @@ func (r *Resumer[T, C]) pipeStopped() bool {
 func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 	for {
 		o := r.connect(ctx, handle)
-		if o.end != cleanEnd || ctx.Err() != nil || r.saveFailedBehind() {
+		if o.end != cleanEnd || ctx.Err() != nil || r.saveFailing.Load() || r.saveFailedBehind() {
 			o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
 		}
 		if o = r.saveBehind(ctx, o); o.end == finalEnd {
@@ -455,7 +455,10 @@ func (e *idleError) Unwrap() []error { return []error{ErrIdleTimeout, e.err} }
 // and the first failure of a streak, start it over (so clean ends never
 // spend the failure budget).
 func (r *Resumer[T, C]) decide(o outcome) verdict {
-	moved := o.moved && o.end != saveFailed // the Store did not move: the budget runs on
+	// Progress the Store does not hold is none: while saves fail, the
+	// budget runs on.
+	healthy := !r.saveFailing.Load()
+	moved := o.moved && o.end != saveFailed && healthy
 	if moved {
 		r.st.attempt = 0
 	}
@@ -467,7 +470,9 @@ func (r *Resumer[T, C]) decide(o outcome) verdict {
 	switch {
 	case clean: // it may carry the server's delay (SSE retry:) as RetryAfter(io.EOF, d)
 		d = errclass.Decision{Action: errclass.Retry, After: max(errclass.Markers().Classify(o.err).After, 0)}
-		r.st.attempt = 0
+		if healthy { // a clean end ends a streak of failures, unless saves fail on
+			r.st.attempt = 0
+		}
 	case o.end != resynced:
 		d = r.classify(o.err)
 		r.st.attempt++

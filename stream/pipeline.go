@@ -37,7 +37,8 @@ type pipeline[T, C any] struct {
 	halted   atomic.Bool  // a failure, a panic, ctx's end or stop: start nothing more
 	inFlight atomic.Int64 // for Stats
 	commits  atomic.Int64 // cursors committed, for the supervisor's outcome
-	wg       sync.WaitGroup
+	handlers sync.WaitGroup
+	done     chan struct{} // closed when the committer returned
 
 	mu           sync.Mutex
 	slots        []slot[T, C]
@@ -54,6 +55,7 @@ type pipeline[T, C any] struct {
 	readWaits    bool           // the reader sleeps on room
 	settleWaits  bool           // the supervisor sleeps on settled
 	closed       bool           // stopping is closed
+	committing   bool           // the committer commits, parks or saves
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused
@@ -83,6 +85,7 @@ func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *p
 		calls:    make(chan func()),
 		stopping: make(chan struct{}),
 		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
 		slots:    make([]slot[T, C], r.window),
 		ready:    make([]int32, 0, r.window),
 		recs:     make([]commitRec[C], 0, r.window),
@@ -91,7 +94,7 @@ func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *p
 	if r.keys != nil {
 		p.keys = r.keys(r.window)
 	}
-	p.wg.Add(r.handlers + 1)
+	p.handlers.Add(r.handlers)
 	for range r.handlers {
 		go p.handler(ctx, r, handle)
 	}
@@ -107,8 +110,9 @@ func (p *pipeline[T, C]) stop() {
 	p.stopReading()
 	p.mu.Unlock()
 	close(p.work)
-	close(p.quit)
-	p.wg.Wait()
+	p.handlers.Wait()
+	close(p.quit) // the committer commits what the handlers finished, then returns
+	<-p.done
 	p.cancel()
 	p.inFlight.Store(0)
 }
@@ -283,7 +287,7 @@ func (p *pipeline[T, C]) release(i int32) {
 // handler is one handler goroutine: it runs a slot's tries, applies the
 // decision and wakes the committer.
 func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle handler[T]) {
-	defer p.wg.Done()
+	defer p.handlers.Done()
 	for i := range p.work {
 		s := &p.slots[i]
 		a, err := p.tries(ctx, r, handle, s)
@@ -353,7 +357,7 @@ func (p *pipeline[T, C]) finish(i int32, a action, err error) {
 // committer is the committer's goroutine: it commits what finished each
 // time a handler or the reader wakes it, and runs the supervisor's calls.
 func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
-	defer p.wg.Done()
+	defer close(p.done)
 	for p.commitOnce(ctx, r) {
 	}
 }
@@ -369,6 +373,7 @@ func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) bool 
 				p.panicked, p.panicVal = true, v
 			}
 			p.halt(nil)
+			p.committing = false
 			p.wakeSettled()
 			p.mu.Unlock()
 		}
@@ -378,6 +383,7 @@ func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) bool 
 	case f := <-p.calls:
 		f()
 	case <-p.quit:
+		p.advance(ctx, r) // the last tries' results, before Run saves and returns
 		return false
 	}
 	p.advance(ctx, r)
@@ -404,6 +410,7 @@ func (p *pipeline[T, C]) call(f func() error) error {
 func (p *pipeline[T, C]) advance(ctx context.Context, r *Resumer[T, C]) {
 	for {
 		p.mu.Lock()
+		p.committing = true
 		p.recs = p.recs[:0]
 		for !p.empty() && (p.stopAt == 0 || p.head < p.stopAt) {
 			s := &p.slots[p.index(p.head)]
@@ -447,6 +454,7 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *Resumer[T, C]) {
 		}
 	}
 	p.mu.Lock()
+	p.committing = false
 	p.wakeSettled()
 	p.mu.Unlock()
 }
@@ -482,11 +490,12 @@ func (p *pipeline[T, C]) wakeSettled() {
 }
 
 // isSettled reports whether nothing more will finish or commit: no try
-// runs, and every slot left is committed, failed, or will never start.
+// runs, the committer is idle, and every slot left is committed, failed,
+// or will never start.
 // p.mu is held.
 func (p *pipeline[T, C]) isSettled() bool {
 	switch {
-	case p.running > 0:
+	case p.running > 0 || p.committing:
 		return false
 	case p.empty():
 		return true

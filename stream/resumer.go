@@ -60,10 +60,11 @@ type Resumer[T, C any] struct {
 	batchEnd    func(T) bool  // WithBatchEnd
 	bat         *batch[T, C]  // RunBatch's, while it runs (loop goroutine only)
 
-	running atomic.Bool
-	pipe    atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
-	st      loopState                      // the supervisor's; the committer's fields are the committer's (committer.go)
-	guard   connGuard[T]                   // shared with the context watcher and the idle watchdog
+	running     atomic.Bool
+	saveFailing atomic.Bool                    // the last Store.Save failed (the committer's; read by decide)
+	pipe        atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
+	st          loopState                      // the supervisor's; the committer's fields are the committer's (committer.go)
+	guard       connGuard[T]                   // shared with the context watcher and the idle watchdog
 	// hookTurn holds the turn to run a hook, made by each run: hooks never
 	// overlap. A channel, not a mutex, so that a hook waiting on the clock
 	// inside a testing/synctest bubble does not stall the bubble.
@@ -430,6 +431,13 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	}
 }
 
+// panicSave is the final save on a panic's way up; a Store that panics
+// again leaves the first panic to go on.
+func (r *Resumer[T, C]) panicSave(ctx context.Context) {
+	defer func() { _ = recover() }()
+	_ = r.finalSave(ctx, outcome{end: finalEnd})
+}
+
 // run is Run, RunBatch (b not nil) and All: one loop at a time, the final
 // save, and the OnStop hook once it returned.
 func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, C]) (err error) {
@@ -451,7 +459,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, 
 	returned := false
 	defer func() {
 		if !returned { // a panic: save what was committed on its way up
-			_ = r.finalSave(ctx, outcome{end: finalEnd})
+			r.panicSave(ctx)
 		}
 	}()
 	if o.err == nil {
