@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // received is what the loop takes from the ring: an event or the error
@@ -27,20 +29,27 @@ const endBit = 1 << 63
 // hot fields sit on cache lines of their own, and each side reads the
 // other's index only when its copy says the ring is empty or full.
 type ahead[T any] struct {
-	ring  []T           // a power of two long, at least limit
-	mask  uint64        // len(ring) - 1
-	limit uint64        // the events the ring holds at most
-	wd    *watchdog     // nil, or the idle watchdog the reader records its events for
-	err   error         // what ended the reads; written before endBit is published
-	wake  chan struct{} // holds 1
-	room  chan struct{} // holds 1
-	quit  chan struct{} // closed when the loop stops reading
-	done  chan struct{} // closed when the reader returned
-	_     [64]byte
-	head  atomic.Uint64 // the next slot to take; written by the loop
-	tail  uint64        // the loop's copy of the reader's index, without endBit
-	over  bool          // the loop's copy of endBit
-	_     [64]byte
+	ring []T // a power of two long, at least limit
+	// stamps, when not nil, holds when each event of the ring was read
+	// (since base): a lingering batch is due linger after its first
+	// event was read, not after the loop took it.
+	stamps   []time.Duration
+	base     time.Time
+	panicked bool // Recv panicked with panicVal; written before endBit is published
+	panicVal any
+	mask     uint64        // len(ring) - 1
+	limit    uint64        // the events the ring holds at most
+	wd       *watchdog     // nil, or the idle watchdog the reader records its events for
+	err      error         // what ended the reads; written before endBit is published
+	wake     chan struct{} // holds 1
+	room     chan struct{} // holds 1
+	quit     chan struct{} // closed when the loop stops reading
+	done     chan struct{} // closed when the reader returned
+	_        [64]byte
+	head     atomic.Uint64 // the next slot to take; written by the loop
+	tail     uint64        // the loop's copy of the reader's index, without endBit
+	over     bool          // the loop's copy of endBit
+	_        [64]byte
 	// filled is the next slot to fill, with endBit once Recv failed;
 	// written by the reader.
 	filled atomic.Uint64
@@ -55,14 +64,15 @@ type ahead[T any] struct {
 }
 
 // newAhead returns a ring of size events whose reader, once started,
-// records each event it receives as activity for wd (nil: none). One ring
-// serves every connection of a Run: start empties it.
-func newAhead[T any](size int, wd *watchdog) *ahead[T] {
+// records each event it receives as activity for wd (nil: none), and when
+// it was read if stamped. One ring serves every connection of a Run: start
+// empties it.
+func newAhead[T any](size int, wd *watchdog, stamped bool) *ahead[T] {
 	n := 1
 	for n < size {
 		n <<= 1
 	}
-	return &ahead[T]{
+	q := &ahead[T]{
 		ring:  make([]T, n),
 		mask:  uint64(n - 1),
 		limit: uint64(size),
@@ -70,6 +80,10 @@ func newAhead[T any](size int, wd *watchdog) *ahead[T] {
 		wake:  make(chan struct{}, 1),
 		room:  make(chan struct{}, 1),
 	}
+	if stamped {
+		q.stamps, q.base = make([]time.Duration, n), time.Now()
+	}
+	return q
 }
 
 // start empties the ring, starts a reader goroutine that receives from conn
@@ -91,21 +105,44 @@ func (q *ahead[T]) start(ctx context.Context, conn Conn[T]) *ahead[T] {
 	default:
 	}
 	q.quit, q.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(q.done)
-		for t := uint64(0); ; t++ {
-			ev, err := conn.Recv(ctx)
-			if err != nil {
-				q.finish(t, err)
-				return
-			}
-			q.wd.active()
-			if !q.put(t, ev) {
-				return
-			}
+	q.panicked, q.panicVal = false, nil
+	go q.read(ctx, conn)
+	return q
+}
+
+// errReaderPanicked ends the reads of a reader whose Recv panicked; the
+// loop raises the panic on Run's goroutine.
+var errReaderPanicked = errors.New("stream: Recv panicked")
+
+// read is the reader goroutine: it receives from conn into the ring until
+// Recv fails or panics, stamping each event with the time it was read
+// when the ring keeps stamps.
+func (q *ahead[T]) read(ctx context.Context, conn Conn[T]) {
+	defer close(q.done)
+	var t uint64
+	defer func() {
+		if v := recover(); v != nil {
+			q.panicked, q.panicVal = true, v // published by finish
+			q.finish(t, errReaderPanicked)
 		}
 	}()
-	return q
+	for ; ; t++ {
+		ev, err := conn.Recv(ctx)
+		if err != nil {
+			q.finish(t, err)
+			return
+		}
+		q.wd.active()
+		if !q.put(t, ev) {
+			return
+		}
+	}
+}
+
+// stamp returns when the oldest event in the ring was read, as time
+// since the ring was made; the ring must keep stamps and hold an event.
+func (q *ahead[T]) stamp() time.Duration {
+	return q.stamps[q.head.Load()&q.mask]
 }
 
 // stop ends the reader: it closes conn to unblock a Recv (the caller closes
@@ -135,6 +172,9 @@ func (q *ahead[T]) put(t uint64, ev T) bool {
 		}
 	}
 	q.ring[t&q.mask] = ev
+	if q.stamps != nil {
+		q.stamps[t&q.mask] = time.Since(q.base)
+	}
 	q.publish(t + 1)
 	return true
 }

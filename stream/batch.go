@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/resumable-go/resumable/internal/errwalk"
 )
 
 const (
@@ -83,10 +85,11 @@ func (r *Resumer[T, C]) batchMax() int {
 type batch[T, C any] struct {
 	handle func(ctx context.Context, events []T) error
 	events []T
-	last   C         // the cursor of the batch's last event, progress-only ones included
-	moves  bool      // committing last moves the stream
-	n      int       // events and progress-only events taken
-	q      *ahead[T] // the read-ahead ring, made at the first connection
+	last   C             // the cursor of the batch's last event, progress-only ones included
+	moves  bool          // committing last moves the stream
+	n      int           // events and progress-only events taken
+	first  time.Duration // when its first event was read (the ring's stamp), under a linger
+	q      *ahead[T]     // the read-ahead ring, made at the first connection
 }
 
 // call is the step's handler for a batch: the batch stands in for the
@@ -119,35 +122,40 @@ func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKin
 	if len(b.events) > 0 {
 		var zero T
 		var err error
-		if _, a, err = r.inline(ctx, b.call, zero, b.last); a == fail {
+		r.guard.wd.handling(true)
+		_, a, err = r.inline(ctx, b.call, zero, b.last)
+		r.guard.wd.handling(false)
+		if a == fail {
 			return fail, err
 		}
 	}
 	if kind == replayed { // a replay commits the resync's cursor, once
 		return a, nil
 	}
-	if len(b.events) > 1 {
-		r.mu.Lock()
-		r.stats.Events += uint64(len(b.events) - 1)
-		r.mu.Unlock()
-	}
 	k := handled
 	if len(b.events) == 0 {
 		k = progress
 	}
-	return a, r.commit(ctx, b.last, k, b.moves)
+	rec := commitRec[C]{c: b.last, kind: k, moves: b.moves, handled: len(b.events), folded: b.n - len(b.events)}
+	r.record(rec)
+	if b.moves && r.due() {
+		return a, r.save(ctx, false)
+	}
+	return a, nil
 }
 
 // readBatch is drain's loop under RunBatch: a reader goroutine reads ahead
 // up to four batches, and the loop hands batches to the step as WithBatch and
-// WithBatchEnd say.
+// WithBatchEnd say. Under WithBatchEnd a connection's end drops the part of
+// a transaction the batch holds: it is read again after the committed
+// cursor, never handed over split.
 func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
 	o := outcome{opened: true}
 	// Room to read on while a batch is handled (and while the loop wakes);
 	// the reader records what it reads as activity, as the loop may sleep
 	// until a whole batch was read.
 	if b.q == nil {
-		b.q = newAhead[T](max(4*cap(b.events), minAhead), r.guard.wd)
+		b.q = newAhead[T](max(4*cap(b.events), minAhead), r.guard.wd, r.linger > 0)
 	}
 	q := b.q.start(ctx, conn)
 	defer q.stop(conn)
@@ -159,8 +167,15 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 	}
 	for {
 		end, err := r.fill(ctx, q, b, linger)
-		if err != nil {
+		switch {
+		case err != nil:
 			return o.final(err)
+		case q.panicked: // raised once the deferred stop ended the reader and closed the Conn
+			b.reset()
+			panic(q.panicVal)
+		case end != nil && r.batchEnd != nil && len(b.events) > 0 && !errwalk.Is(end, ErrEndOfStream):
+			b.reset() // a part of a transaction: read again, unless the stream is over
+			return r.connEnded(ctx, o, end)
 		}
 		n := b.n
 		a, err := r.flush(ctx, b, handled)
@@ -182,10 +197,12 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 }
 
 // fill takes events from q into b until the batch is ready: full, at an
-// end marker (WithBatchEnd), lingered, or — with linger 0 and no end
-// markers — at the first moment nothing more was read. It returns the
-// error that ended the connection, if it came, or an error that ends Run
-// (ctx's end, an extractor's failure).
+// end marker (WithBatchEnd), lingered (linger after its first event was
+// read: what was read by then goes with it), with only progress-only
+// events under WithBatchEnd once nothing more was read, or — with linger
+// 0 and no end markers — at the first moment nothing more was read. It
+// returns the error that ended the connection, if it came, or an error
+// that ends Run (ctx's end, an extractor's failure).
 func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], linger *time.Timer) (end, stop error) {
 	var lingered <-chan time.Time
 	defer func() {
@@ -196,8 +213,12 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 			}
 		}
 	}()
+	due := false // the linger ran out: hand over what was read
 	for {
 		for evs := q.run(); len(evs) > 0; evs = q.run() {
+			if b.n == 0 && q.stamps != nil {
+				b.first = q.stamp()
+			}
 			n, ready, err := r.addRun(evs, b)
 			q.release(n)
 			if ready || err != nil {
@@ -207,14 +228,23 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 		if over, err := q.ended(); over {
 			return err, nil
 		}
-		if b.n > 0 && r.batchEnd == nil && linger == nil {
-			return nil, nil // linger 0: what was read already
+		switch {
+		case b.n == 0:
+		case due, r.batchEnd == nil && linger == nil:
+			return nil, nil
+		case r.batchEnd != nil && len(b.events) == 0:
+			return nil, nil // progress-only events: commit what the stream moved past
 		}
 		need := 1 // the first event, or the next that may end the batch
 		if b.n > 0 && r.batchEnd == nil {
+			left := r.linger - (time.Since(q.base) - b.first)
+			if left <= 0 {
+				due = true
+				continue // take what was read meanwhile
+			}
 			need = cap(b.events) - len(b.events) // the rest of the batch, in one wake
 			if lingered == nil {
-				linger.Reset(r.linger)
+				linger.Reset(left)
 				lingered = linger.C
 			}
 		}
@@ -222,8 +252,7 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 			select {
 			case <-wake:
 			case <-lingered:
-				lingered = nil
-				return nil, nil
+				lingered, due = nil, true
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}

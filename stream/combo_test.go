@@ -648,14 +648,22 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 					s.violate("OnCommit(%d) after OnCommit(%d): the cursor went back", e.Cursor, s.life.lastCommit)
 				}
 				switch {
-				case e.Progress:
-					s.life.commitProgress++
-				case s.c.batch && !e.Resync: // one commit per batch: count its events
+				case s.c.batch && !e.Resync: // one commit per batch: count its events and beats
+					events, beats := 0, 0
 					for seq := s.life.lastCommit + 1; seq <= e.Cursor; seq++ {
-						if s.log[seq-1] != "beat" {
-							s.life.commitEvents++
+						if s.log[seq-1] == "beat" {
+							beats++
+						} else {
+							events++
 						}
 					}
+					if events != e.Handled || beats != e.Folded {
+						s.violate("OnCommit(%d) of a batch: Handled %d, Folded %d; want %d and %d", e.Cursor, e.Handled, e.Folded, events, beats)
+					}
+					s.life.commitEvents += events
+					s.life.commitProgress += beats
+				case e.Progress:
+					s.life.commitProgress++
 				default:
 					s.life.commitEvents++
 				}

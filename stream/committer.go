@@ -62,12 +62,15 @@ func (r *Resumer[T, C]) record(rec commitRec[C]) {
 	}
 	r.mu.Lock()
 	r.stats.Cursor = rec.c
-	switch rec.kind {
-	case progress:
+	switch {
+	case rec.handled+rec.folded > 0: // a batch: each of its events counts
+		r.stats.Events += uint64(rec.handled)
+		r.stats.Progress += uint64(rec.folded)
+	case rec.kind == progress:
 		r.stats.Progress++
-	case resyncEnd:
+	case rec.kind == resyncEnd:
 		r.stats.Resyncs++
-	case parked:
+	case rec.kind == parked:
 		r.stats.Parked++
 		r.stats.Events++
 	default:
@@ -76,7 +79,8 @@ func (r *Resumer[T, C]) record(rec commitRec[C]) {
 	r.mu.Unlock()
 	if r.hooks.OnCommit != nil {
 		r.callHook(func() {
-			r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked, InFlight: rec.inFlight})
+			r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked,
+				InFlight: rec.inFlight, Handled: rec.handled, Folded: rec.folded})
 		})
 	}
 }

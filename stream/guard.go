@@ -38,10 +38,21 @@ type watchdog struct {
 	activity atomic.Uint64
 	ticks    sync.WaitGroup // armed timer callbacks not yet returned
 	timer    *time.Timer
-	seen     uint64    // activity at the last tick
-	since    time.Time // when seen last changed
-	paused   bool      // the loop is not reading on purpose (a full window)
-	fired    bool      // the watchdog closed the Conn
+	seen     uint64      // activity at the last tick
+	since    time.Time   // when seen last changed
+	paused   bool        // the loop is not reading on purpose (a full window)
+	fired    bool        // the watchdog closed the Conn
+	busy     atomic.Bool // a handler runs on Run's goroutine (one handler, RunBatch)
+	busyFire bool        // busy when the watchdog fired
+}
+
+// handling records, for the watchdog (wd may be nil), that Run's goroutine
+// enters (on) or leaves a handler call: a connection closed while a handler
+// held its event is no stall.
+func (wd *watchdog) handling(on bool) {
+	if wd != nil {
+		wd.busy.Store(on)
+	}
 }
 
 // active records activity for the watchdog, if there is one (wd may be
@@ -133,7 +144,7 @@ func (g *connGuard[T]) set(c Conn[T]) bool {
 	}
 	g.conn = c
 	if wd := g.wd; wd != nil {
-		wd.seen, wd.since, wd.fired, wd.paused = wd.total(), time.Now(), false, false
+		wd.seen, wd.since, wd.fired, wd.paused, wd.busyFire = wd.total(), time.Now(), false, false, false
 		g.arm()
 	}
 	return true
@@ -179,9 +190,19 @@ func (g *connGuard[T]) release() (fired bool, seen uint64) {
 }
 
 // activeSince reports whether there was activity after the watchdog saw
-// seen.
-func (g *connGuard[T]) activeSince(seen uint64) bool {
-	return g.wd != nil && g.wd.total() != seen
+// seen, or, with the handler on Run's goroutine, whether it ran when the
+// watchdog fired (what it committed after the close, a lingering batch's
+// among it, is no activity of the connection).
+func (g *connGuard[T]) activeSince(seen uint64, inline bool) bool {
+	switch {
+	case g.wd == nil:
+		return false
+	case inline:
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.wd.busyFire
+	}
+	return g.wd.total() != seen
 }
 
 // total is the activity count the watchdog compares.
@@ -215,6 +236,7 @@ func (g *connGuard[T]) tick() {
 		return
 	}
 	wd.fired = true
+	wd.busyFire = wd.busy.Load()
 	g.mu.Unlock()
 	g.close(c)
 }

@@ -115,6 +115,10 @@ type CommitEvent[C any] struct {
 	// InFlight is how many events are read but not committed after this
 	// commit (more than zero only under [WithConcurrency]).
 	InFlight int
+	// Handled and Folded, under [Resumer.RunBatch], count the batch's
+	// events handed to the handler and the progress-only events folded
+	// into its commit; both are 0 for a commit of one event.
+	Handled, Folded int
 }
 
 // SaveEvent describes a Store.Save.

@@ -343,10 +343,13 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			r.skip()
 			continue
 		case handled:
-			if err := handle(ctx, ev); err != nil { // the step's first try; the rest is inline's
-				if kind, a, err = r.retried(ctx, handle, &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err}); a == fail {
-					return o.final(err)
-				}
+			r.guard.wd.handling(true)
+			if err = handle(ctx, ev); err != nil { // the step's first try; the rest is inline's
+				kind, a, err = r.retried(ctx, handle, &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err})
+			}
+			r.guard.wd.handling(false)
+			if a == fail {
+				return o.final(err)
 			}
 		}
 		err = r.commit(ctx, c, kind, moves)
@@ -426,7 +429,7 @@ func (r *Resumer[T, C]) skip() {
 func (r *Resumer[T, C]) idleEnd(o outcome, seen uint64) outcome {
 	o.err = &idleError{idle: r.guard.wd.idle, err: o.err}
 	o.end = failed
-	if r.guard.activeSince(seen) {
+	if r.guard.activeSince(seen, r.pipe.Load() == nil) {
 		o.end = cleanEnd
 	}
 	return o

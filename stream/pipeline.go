@@ -61,12 +61,16 @@ type pipeline[T, C any] struct {
 	recs         []commitRec[C] // the committer's; reused
 }
 
-// commitRec is a finished slot the committer commits, outside the lock.
+// commitRec is a cursor to commit: a finished slot of the pipeline, an
+// event, or a batch.
 type commitRec[C any] struct {
 	c        C
 	kind     eventKind
 	moves    bool
 	inFlight int
+	// handled and folded are a batch's events handed over and its
+	// progress-only events (RunBatch); both 0 for one event.
+	handled, folded int
 }
 
 // errCommitterPanicked is what a call to the committer returns when the

@@ -508,3 +508,29 @@ func TestHandlerFailuresCounted(t *testing.T) {
 		t.Errorf("%d commits, want 6", len(inFlight))
 	}
 }
+
+// TestBatchCountsEvents checks that under RunBatch the counters count the
+// events of each batch and the progress-only events folded into it, not
+// the batches (issue 41, defect 15).
+func TestBatchCountsEvents(t *testing.T) {
+	c := newCollector(t)
+	h, detach := prom.Hooks[int64](c, "batches")
+	defer detach()
+	src := streamtest.NewSource([]string{"a", bookmark, "b", "c", bookmark, bookmark, "d", bookmark})
+	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithHooks(h), stream.WithBatch(3, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunBatch(t.Context(), func(context.Context, []event) error { return nil }); err != nil {
+		t.Fatalf("RunBatch() = %v, want nil", err)
+	}
+	st := r.Stats()
+	if st.Events != 4 || st.Progress != 4 {
+		t.Errorf("Stats() Events = %d, Progress = %d, want 4 and 4", st.Events, st.Progress)
+	}
+	got := values(t, c)
+	const n = `{name="batches"}`
+	if got["events_total"+n] != 4 || got["progress_events_total"+n] != 4 {
+		t.Errorf("events_total = %v, progress_events_total = %v, want 4 and 4", got["events_total"+n], got["progress_events_total"+n])
+	}
+}

@@ -51,6 +51,9 @@ func Hooks[C any](c *Collector, name string) (hooks stream.Hooks[C], detach func
 		OnCommit: func(e stream.CommitEvent[C]) {
 			switch {
 			case e.Resync: // counted by OnResync
+			case e.Handled+e.Folded > 0: // a batch (RunBatch): each of its events counts
+				m.events.Add(uint64(e.Handled))
+				m.progress.Add(uint64(e.Folded))
 			case e.Progress:
 				m.progress.Add(1)
 			default:
