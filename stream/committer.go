@@ -41,11 +41,7 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 // behind. A save cut short by ctx's end returns nil: the final save
 // follows.
 func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
-	moved := false
-	for _, rec := range recs {
-		r.record(rec)
-		moved = moved || rec.moves
-	}
+	moved := r.recordRun(recs)
 	if !(moved && r.due()) && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
 		return nil
 	}
@@ -55,6 +51,33 @@ func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], conn
 	return nil
 }
 
+// recordRun records a run of commits (the pipeline's), under one lock when
+// no OnCommit hook needs to see each; it reports whether any moved the
+// stream.
+func (r *Resumer[T, C]) recordRun(recs []commitRec[C]) (moved bool) {
+	if len(recs) == 0 {
+		return false
+	}
+	if r.hooks.OnCommit != nil { // a hook sees Stats as of its own commit
+		for _, rec := range recs {
+			r.record(rec)
+			moved = moved || rec.moves
+		}
+		return moved
+	}
+	r.mu.Lock()
+	for _, rec := range recs {
+		if rec.moves {
+			r.st.unsaved++
+			moved = true
+		}
+		r.count(rec)
+	}
+	r.stats.Cursor = recs[len(recs)-1].c
+	r.mu.Unlock()
+	return moved
+}
+
 // record commits rec's cursor in memory: Stats, the cursor, OnCommit.
 func (r *Resumer[T, C]) record(rec commitRec[C]) {
 	if rec.moves {
@@ -62,6 +85,15 @@ func (r *Resumer[T, C]) record(rec commitRec[C]) {
 	}
 	r.mu.Lock()
 	r.stats.Cursor = rec.c
+	r.count(rec)
+	r.mu.Unlock()
+	if r.hooks.OnCommit != nil {
+		r.onCommit(rec)
+	}
+}
+
+// count counts a commit in Stats; r.mu is held.
+func (r *Resumer[T, C]) count(rec commitRec[C]) {
 	switch {
 	case rec.handled+rec.folded > 0: // a batch: each of its events counts
 		r.stats.Events += uint64(rec.handled)
@@ -76,13 +108,14 @@ func (r *Resumer[T, C]) record(rec commitRec[C]) {
 	default:
 		r.stats.Events++
 	}
-	r.mu.Unlock()
-	if r.hooks.OnCommit != nil {
-		r.callHook(func() {
-			r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked,
-				InFlight: rec.inFlight, Handled: rec.handled, Folded: rec.folded})
-		})
-	}
+}
+
+// onCommit calls OnCommit for rec.
+func (r *Resumer[T, C]) onCommit(rec commitRec[C]) {
+	r.callHook(func() {
+		r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked,
+			InFlight: rec.inFlight, Handled: rec.handled, Folded: rec.folded})
+	})
 }
 
 // due reports whether the cadence asks for a save now.
