@@ -36,8 +36,10 @@ func WithBatch(max int, linger time.Duration) Option {
 // WithBatchEnd makes [Resumer.RunBatch] hand a batch over after every event
 // for which end returns true (the last event of a source transaction), and
 // never wait past one for more: a batch is then one source transaction, or
-// a part of one larger than the batch's max. T must be the Resumer's event
-// type, or New fails. Nil means none.
+// a part of one larger than the batch's max. A connection's end or failure
+// drops the part of a transaction a batch holds (it is read again whole);
+// only [ErrEndOfStream] hands it over. Run and All refuse it. T must be the
+// Resumer's event type, or New fails. Nil means none.
 func WithBatchEnd[T any](end func(T) bool) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.batchEnd = typed{}

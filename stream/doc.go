@@ -30,7 +30,7 @@
 //     when the Conn ignores ctx; shutdown is never counted as a failure. No
 //     goroutine started by the Resumer outlives Run or the All loop. A panic
 //     reaches Run's caller (a handler goroutine's is raised again there).
-//   - Hooks run on Run's goroutine, never two at once.
+//   - Hooks never run two at once, whichever goroutine calls them.
 //   - Every event goes through one step (its cursor and key read once, the
 //     handler tried, retried, parked or stopped by one decision, its cursor
 //     committed), whether it came from a connection or a resync's replay.

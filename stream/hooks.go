@@ -7,11 +7,11 @@ import (
 )
 
 // Hooks are callbacks a Resumer calls as things happen, for metrics and
-// tracing. Every field may be nil. They are called on the goroutine that
-// called Run (or ranges over All), one at a time whatever [WithConcurrency]
-// says, so they need no locks; outside the Resumer's locks; and must not
-// block: a slow hook slows the stream. A hook may call [Resumer.Cursor] and
-// [Resumer.Stats].
+// tracing. Every field may be nil. They are called one at a time whatever
+// [WithConcurrency] says, so they need no locks (under WithConcurrency from
+// the handler and committer goroutines too); outside the Resumer's locks;
+// and must not block: a slow hook slows the stream. A hook may call
+// [Resumer.Cursor] and [Resumer.Stats].
 //
 // Install them with [WithHooks]; C must be the Resumer's cursor type.
 // Several sets add up.
