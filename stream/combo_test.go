@@ -1,10 +1,13 @@
 package stream_test
 
-// The combination property test (issue 31): random scripts of source
-// faults (drops, errors, server delays, expiry with or without a resync,
-// ends of the stream, empty connections, heartbeats), Store faults (failed
-// and slow saves), handler outcomes (ok, error, retryable, permanent,
-// ErrStop, panic, slow) and ctx cancellations, over every combination of
+// The combination property test (issues 31 and 41): random scripts of
+// source faults (drops, errors, server delays, expiry with or without a
+// resync, ends of the stream, empty connections, heartbeats, Opens that
+// block like a long poll, Recv panics), Store faults (failed, slow, failing
+// for a streak of calls, panicking saves), open limiter waits, restart
+// delays, the idle watchdog (firing while a batch lingers), transactions
+// cut by a connection's end under WithBatchEnd, handler outcomes (ok,
+// error, retryable, permanent, ErrStop, panic, slow) and ctx cancellations, over every combination of
 // {Run, All} × n ∈ {1, 2, 4, 16} × order key × handler retry × dead letter ×
 // checkpoint cadence {every event, every 10, interval} × resync hook, and
 // RunBatch (batches of a random size and linger) × n ∈ {1, 4} × the same
@@ -33,6 +36,10 @@ package stream_test
 //   - no goroutine of the library is left once Run returned;
 //   - no hot loop: at most comboMaxRetryOpens Opens at an unchanged cursor
 //     in any fake second of a Run;
+//   - a panic that reaches Run's caller is one the test injected (a
+//     handler's, a Recv's, a Save's), with the Conn closed;
+//   - under WithBatchEnd every batch ends at a transaction's end, at the
+//     batch's max, or at the end of the log;
 //   - no stall: a Run ends before the step's fake deadline.
 //
 // The faults are finite, so a scenario ends with a Run that returns nil at
@@ -209,8 +216,41 @@ type scenario struct {
 	trace       []string // what each step did, for the failure report
 	hookBusy    atomic.Bool
 	script      []streamtest.Step
-	batchMax    int           // WithBatch's max, under RunBatch
-	linger      time.Duration // WithBatch's linger
+	batchMax    int                   // WithBatch's max, under RunBatch
+	linger      time.Duration         // WithBatch's linger
+	txLen       int                   // under RunBatch, WithBatchEnd: a transaction ends at every txLen-th event (0: none)
+	openDelay   map[int]time.Duration // Open calls (from 1) that block this long first: a long poll
+	opensCalled int
+	limiterWait time.Duration // each open limiter Wait (0: no limiter)
+	minRestart  time.Duration
+	idle        time.Duration  // WithIdleTimeout (0: off)
+	recvPanics  map[int64]bool // events whose first Recv panics
+	stallAt     map[int64]bool // under WithIdleTimeout, the Recv after these events stalls once (a silent connection)
+}
+
+// comboFired counts, over a whole TestCombinations, the injected faults of
+// issue 41's alphabet that fired: each kind must fire somewhere.
+var comboFired struct {
+	openDelays, limiterWaits, recvPanics, savePanics, saveStreaks, txCuts, idleFires atomic.Int64
+}
+
+// comboRecvPanic is what a Conn's Recv panics with; comboSavePanic a Save.
+type (
+	comboRecvPanic struct{ seq int64 }
+	comboSavePanic struct{ call int }
+)
+
+// comboLimiter makes every Open wait d first (honouring ctx).
+type comboLimiter struct{ d time.Duration }
+
+func (l comboLimiter) Wait(ctx context.Context) error {
+	comboFired.limiterWaits.Add(1)
+	select {
+	case <-time.After(l.d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // lifeObs is what the test observed during one Resumer's life.
@@ -387,6 +427,9 @@ func (s *scenario) startBatch(evs []ev) {
 			s.violate("a batch holds %d after %d", evs[i].Seq, evs[i-1].Seq)
 		}
 	}
+	if last := evs[len(evs)-1].Seq; s.txLen > 0 && last%int64(s.txLen) != 0 && len(evs) < s.batchMax && s.nextEvent(last) <= int64(len(s.log)) && s.run.eosAt != last {
+		s.violate("a batch [%d..%d] ends inside a transaction of %d (max %d)", first, last, s.txLen, s.batchMax)
+	}
 	s.run.lastStart[""] = first - 1 // a retried batch starts over
 	s.run.batchNext = first
 }
@@ -446,7 +489,17 @@ func (cs comboSource) Open(ctx context.Context, after int64) (stream.Conn[ev], e
 	s.mu.Lock()
 	r := s.r
 	s.run.opens = append(s.run.opens, comboOpen{after: after, at: time.Now()})
+	s.opensCalled++
+	delay := s.openDelay[s.opensCalled]
 	s.mu.Unlock()
+	if delay > 0 { // a long poll: the server holds the request, then answers
+		comboFired.openDelays.Add(1)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	// concurrency.md: an Open asks for the committed cursor, or for the
 	// last event read while the window still runs events before it.
 	if c := r.Cursor(); c != after {
@@ -465,19 +518,38 @@ func (cs comboSource) Open(ctx context.Context, after int64) (stream.Conn[ev], e
 	if err != nil {
 		return c, err
 	}
-	return &comboConn{Conn: c, s: s, last: after}, nil
+	return &comboConn{Conn: c, s: s, last: after, closed: make(chan struct{})}, nil
 }
 
-// comboConn notes where its Source reported the end of the stream.
+// comboConn notes where its Source reported the end of the stream, and
+// injects Recv panics and silences.
 type comboConn struct {
 	stream.Conn[ev]
-	s    *scenario
-	last int64 // the last event's cursor (Recv is called from one goroutine at a time)
+	s      *scenario
+	last   int64 // the last event's cursor (Recv is called from one goroutine at a time)
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *comboConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func (c *comboConn) Recv(ctx context.Context) (ev, error) {
+	if c.s.takeStall(c.last) { // silent until the watchdog (or ctx) closes the connection
+		select {
+		case <-c.closed:
+			return ev{}, errors.New("combo: connection closed while silent")
+		case <-ctx.Done():
+			return ev{}, ctx.Err()
+		}
+	}
 	e, err := c.Conn.Recv(ctx)
 	switch {
+	case err == nil && c.s.takeRecvPanic(e.Seq):
+		comboFired.recvPanics.Add(1)
+		panic(comboRecvPanic{seq: e.Seq})
 	case err == nil:
 		c.last = e.Seq
 		c.s.mu.Lock()
@@ -489,6 +561,28 @@ func (c *comboConn) Recv(ctx context.Context) (ev, error) {
 		c.s.mu.Unlock()
 	}
 	return e, err
+}
+
+// takeStall reports whether the Recv after the event at seq stalls, once.
+func (s *scenario) takeStall(seq int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stallAt[seq] {
+		delete(s.stallAt, seq)
+		return true
+	}
+	return false
+}
+
+// takeRecvPanic reports whether the Recv of seq panics, once.
+func (s *scenario) takeRecvPanic(seq int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recvPanics[seq] {
+		delete(s.recvPanics, seq)
+		return true
+	}
+	return false
 }
 
 // hook marks a hook running until the returned function is called, and
@@ -513,6 +607,10 @@ type comboStore struct {
 	calls int
 	fail  map[int]bool          // Save calls (from 1) that fail
 	slow  map[int]time.Duration // Save calls that take this long (honouring ctx)
+	panic map[int]bool          // Save calls that panic
+	// streak: Save calls from streakFrom to streakTo fail, a Store down for
+	// a while (the retry budget is unlimited here, so the stream survives).
+	streakFrom, streakTo int
 }
 
 func (st *comboStore) Load(context.Context) (int64, error) {
@@ -538,7 +636,14 @@ func (st *comboStore) Save(ctx context.Context, c int64) error {
 			return ctx.Err()
 		}
 	}
-	if st.fail[k] {
+	if st.panic[k] {
+		comboFired.savePanics.Add(1)
+		panic(comboSavePanic{call: k})
+	}
+	if st.fail[k] || (k >= st.streakFrom && k <= st.streakTo) {
+		if k == st.streakFrom {
+			comboFired.saveStreaks.Add(1)
+		}
 		s.countSave(false)
 		return errors.New("combo: store unavailable")
 	}
@@ -621,7 +726,42 @@ func newScenario(c combo, seed uint64) *scenario {
 		s.store.slow[1+rng.IntN(40)] = time.Duration(100+rng.IntN(1900)) * time.Millisecond
 	}
 	s.batchMax = []int{1, 3, 7, 100}[rng.IntN(4)]
-	s.linger = []time.Duration{0, 20 * time.Millisecond}[rng.IntN(2)]
+	s.linger = []time.Duration{0, 20 * time.Millisecond, 3 * time.Second}[rng.IntN(3)]
+	// Issue 41's alphabet: a connection's end under WithBatchEnd, long
+	// polls, limiter waits, restart delays, the idle watchdog, Recv and
+	// Save panics, a Store down for a streak of saves.
+	if c.batch && !c.resync && rng.IntN(2) == 0 { // a resync's replay knows no transactions
+		s.txLen = []int{4, 5, 8}[rng.IntN(3)]
+	}
+	s.openDelay = map[int]time.Duration{}
+	for range rng.IntN(4) {
+		s.openDelay[1+rng.IntN(20)] = time.Duration(100+rng.IntN(2900)) * time.Millisecond
+	}
+	if rng.IntN(3) == 0 {
+		s.limiterWait = time.Duration(10+rng.IntN(300)) * time.Millisecond
+	}
+	if rng.IntN(3) == 0 {
+		s.minRestart = time.Duration(50+rng.IntN(500)) * time.Millisecond
+	}
+	s.stallAt = map[int64]bool{}
+	if rng.IntN(3) == 0 {
+		s.idle = 2 * time.Second
+		for range 1 + rng.IntN(2) {
+			s.stallAt[1+int64(rng.IntN(comboEvents))] = true
+		}
+	}
+	s.recvPanics = map[int64]bool{}
+	if rng.IntN(4) == 0 {
+		s.recvPanics[1+int64(rng.IntN(comboEvents))] = true
+	}
+	s.store.panic = map[int]bool{}
+	if rng.IntN(4) == 0 {
+		s.store.panic[1+rng.IntN(30)] = true
+	}
+	if rng.IntN(4) == 0 {
+		s.store.streakFrom = 1 + rng.IntN(30)
+		s.store.streakTo = s.store.streakFrom + 5 + rng.IntN(15)
+	}
 	return s
 }
 
@@ -679,6 +819,17 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 				s.life.replayed += e.Replayed
 			},
 			OnHandlerError: func(stream.HandlerEvent[int64]) { defer s.hook("OnHandlerError")() },
+			OnDisconnect: func(e stream.DisconnectEvent[int64]) {
+				defer s.hook("OnDisconnect")()
+				if errors.Is(e.Err, stream.ErrIdleTimeout) {
+					comboFired.idleFires.Add(1)
+				}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.txLen > 0 && s.run.lastRecv%int64(s.txLen) != 0 && s.run.lastRecv > e.Cursor {
+					comboFired.txCuts.Add(1) // the connection ended inside a transaction
+				}
+			},
 		}),
 	}
 	if s.c.key {
@@ -701,6 +852,18 @@ func (s *scenario) newResumer() (*stream.Resumer[ev, int64], error) {
 	}
 	if s.c.batch {
 		opts = append(opts, stream.WithBatch(s.batchMax, s.linger))
+	}
+	if s.txLen > 0 {
+		opts = append(opts, stream.WithBatchEnd(func(e ev) bool { return e.Seq%int64(s.txLen) == 0 }))
+	}
+	if s.limiterWait > 0 {
+		opts = append(opts, stream.WithOpenLimiter(comboLimiter{d: s.limiterWait}))
+	}
+	if s.minRestart > 0 {
+		opts = append(opts, stream.WithMinRestartDelay(s.minRestart))
+	}
+	if s.idle > 0 {
+		opts = append(opts, stream.WithIdleTimeout(s.idle))
 	}
 	r, err := stream.New[ev, int64](comboSource{s}, heartbeatExtract, s.store, opts...)
 	if err != nil {
@@ -856,7 +1019,9 @@ func (s *scenario) play() {
 // step ended on its own (not stalled).
 func (s *scenario) afterStep(ctx context.Context, r *stream.Resumer[ev, int64], err error, panicked any) bool {
 	synctest.Wait() // whatever the library left running has settled
-	if _, ok := panicked.(comboPanic); panicked != nil && !ok {
+	switch panicked.(type) {
+	case nil, comboPanic, comboRecvPanic, comboSavePanic:
+	default:
 		s.mu.Lock()
 		s.violate("Run panicked with %v, not a handler's panic", panicked)
 		s.mu.Unlock()
@@ -1049,4 +1214,17 @@ func TestCombinations(t *testing.T) {
 	}
 	t.Logf("%d combinations × %d seeds: %d scenarios, %d steps (Runs and All loops), %d handler calls; %d scenarios failed",
 		total.combos, len(seeds), total.scenarios, total.steps, total.handlerCalls, total.failed)
+	f := &comboFired
+	t.Logf("faults fired: %d long-poll Opens, %d limiter waits, %d Recv panics, %d Save panics, %d Store outages, %d transactions cut by a connection's end, %d idle closes",
+		f.openDelays.Load(), f.limiterWaits.Load(), f.recvPanics.Load(), f.savePanics.Load(), f.saveStreaks.Load(), f.txCuts.Load(), f.idleFires.Load())
+	if t.Failed() || len(combos()) != total.combos {
+		return // a partial run (-run) need not fire every kind
+	}
+	for name, n := range map[string]int64{"long-poll Open": f.openDelays.Load(), "limiter wait": f.limiterWaits.Load(),
+		"Recv panic": f.recvPanics.Load(), "Save panic": f.savePanics.Load(), "Store outage": f.saveStreaks.Load(),
+		"transaction cut": f.txCuts.Load(), "idle close": f.idleFires.Load()} {
+		if n == 0 {
+			t.Errorf("no %s fired: the alphabet no longer exercises it", name)
+		}
+	}
 }

@@ -369,9 +369,10 @@ func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
 // commitOnce waits for a wake or a call, then commits; it reports false
 // once the pipeline stopped. A panic (a Store's, a hook's, a dead
 // letter's) halts the pipeline and reaches Run's caller.
-func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) bool {
+func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) (more bool) {
 	defer func() {
 		if v := recover(); v != nil {
+			more = true // the committer goes on: what finished is still committed
 			p.mu.Lock()
 			if !p.panicked {
 				p.panicked, p.panicVal = true, v
