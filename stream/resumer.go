@@ -190,11 +190,22 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		linger:      cfg.linger,
 		equal:       equalFunc[C](),
 	}
-	if r.log == nil {
-		r.log = zap.NewNop()
-	}
 	if cr, ok := src.(contextRespecter); ok && cr.RecvRespectsContext() {
 		r.noWatch = true
+	}
+	r.defaults(&cfg)
+	r.typedOptions(&cfg)
+	if len(cfg.errs) > 0 {
+		return nil, errors.Join(cfg.errs...)
+	}
+	return r, nil
+}
+
+// defaults fills in what the options left unset and checks what only
+// their combination can tell.
+func (r *Resumer[T, C]) defaults(cfg *config) {
+	if r.log == nil {
+		r.log = zap.NewNop()
 	}
 	if r.everyN < 0 { // unset: save per event unless an interval says otherwise
 		r.everyN = 1
@@ -205,8 +216,8 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if r.policy == nil {
 		r.policy = backoff.Default()
 	}
-	validate(&cfg, "WithBackoff", r.policy)
-	validate(&cfg, "WithHandlerRetry", r.retryPolicy)
+	validate(cfg, "WithBackoff", r.policy)
+	validate(cfg, "WithHandlerRetry", r.retryPolicy)
 	if cfg.idle > 0 {
 		r.guard.wd = &watchdog{idle: cfg.idle, count: r.published}
 	}
@@ -219,21 +230,22 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if r.skipRepeats && cfg.order.v == nil {
 		cfg.fail("WithSkipRepeats: no WithCursorOrder to tell a repeat")
 	}
-	r.keys = typedEvent[func(int) keyTable[T]](&cfg, "WithOrderKey", cfg.orderKey)
-	r.park = typedEvent[func(context.Context, T, error) error](&cfg, "WithDeadLetter", cfg.park)
-	r.batchEnd = typedEvent[func(T) bool](&cfg, "WithBatchEnd", cfg.batchEnd)
-	r.hooks = joinHooks(typedAll[Hooks[C]](&cfg, "WithHooks", cfg.hooks, reflect.TypeFor[C]()))
-	r.order = typedOne[func(a, b C) int](&cfg, "WithCursorOrder", cfg.order, reflect.TypeFor[C]())
+}
+
+// typedOptions takes the options made for the Resumer's type parameters,
+// recording an error for one made for others.
+func (r *Resumer[T, C]) typedOptions(cfg *config) {
+	r.keys = typedEvent[func(int) keyTable[T]](cfg, "WithOrderKey", cfg.orderKey)
+	r.park = typedEvent[func(context.Context, T, error) error](cfg, "WithDeadLetter", cfg.park)
+	r.batchEnd = typedEvent[func(T) bool](cfg, "WithBatchEnd", cfg.batchEnd)
+	r.hooks = joinHooks(typedAll[Hooks[C]](cfg, "WithHooks", cfg.hooks, reflect.TypeFor[C]()))
+	r.order = typedOne[func(a, b C) int](cfg, "WithCursorOrder", cfg.order, reflect.TypeFor[C]())
 	if cfg.resync.v != nil {
 		if cfg.resync.t != reflect.TypeFor[T]() {
 			cfg.fail("WithResync: a resync of events of type %v given to a Resumer of events of type %v", cfg.resync.t, reflect.TypeFor[T]())
 		}
-		r.resync = typedOne[ResyncFunc[T, C]](&cfg, "WithResync", cfg.resync, reflect.TypeFor[C]())
+		r.resync = typedOne[ResyncFunc[T, C]](cfg, "WithResync", cfg.resync, reflect.TypeFor[C]())
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
-	}
-	return r, nil
 }
 
 // validate records an error when policy p has a method Validate() error
