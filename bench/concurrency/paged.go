@@ -19,13 +19,17 @@ import (
 
 // pagedConfig is the paged-feed run (-paged): a local HTTP feed of events
 // paged by offset, consumed with stream.Pages and a durable cursor.File
-// saved at the default cadence (every event), at n = 1 and each n given.
+// saved once a second at most (pagedCheckpoint) in every row, so that n = 1
+// and n > 1 pay the same fsyncs: like is compared with like.
 type pagedConfig struct {
 	events, perPage, keys int
 	sleep                 time.Duration
 	ns                    []int
 	dir                   string
 }
+
+// pagedCheckpoint is every row's save cadence (WithCheckpointInterval).
+const pagedCheckpoint = time.Second
 
 // pagedEvent is an event of the feed.
 type pagedEvent struct {
@@ -51,7 +55,7 @@ func runPaged(ctx context.Context, cfg pagedConfig, out io.Writer) error {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/changes?after="
-	fmt.Fprintf(out, "paged feed: %d events, %d a page, %d keys, handler sleeping %v, cursor.File saved every event\n", cfg.events, cfg.perPage, cfg.keys, cfg.sleep)
+	fmt.Fprintf(out, "paged feed: %d events, %d a page, %d keys, handler sleeping %v, cursor.File saved every %v at most in every row\n", cfg.events, cfg.perPage, cfg.keys, cfg.sleep, pagedCheckpoint)
 	var serial time.Duration
 	for _, n := range append([]int{1}, cfg.ns...) {
 		took, err := pagedRow(ctx, cfg, url, n)
@@ -97,7 +101,8 @@ func pagedRow(ctx context.Context, cfg pagedConfig, url string, n int) (time.Dur
 		return page, nil
 	})
 	r, err := stream.New(src, func(e pagedEvent) (int64, error) { return e.Offset, nil }, store,
-		stream.WithConcurrency(n), stream.WithOrderKey(func(e pagedEvent) int { return e.Key }))
+		stream.WithConcurrency(n), stream.WithOrderKey(func(e pagedEvent) int { return e.Key }),
+		stream.WithCheckpointInterval(pagedCheckpoint))
 	if err != nil {
 		return 0, err
 	}
