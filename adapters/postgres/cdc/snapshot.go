@@ -265,16 +265,17 @@ var errNoTable = errors.New("cdc: no such table")
 var errNotPublished = fmt.Errorf("not published: %w", ErrInvalid)
 
 // describe reads what a chunk needs to know of t: its published columns and
-// its key. It fails with an error matching ErrInvalid when t is not
+// its key, the key columns of its replica identity index (not the columns
+// an INCLUDE adds). It fails with an error matching ErrInvalid when t is not
 // published or has no key, and errNoTable when it is gone.
 func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (*table, error) {
 	rows, err := query(ctx, pg, `SELECT a.attname, a.atttypid::int8, a.atttypmod::int8,
-		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)
+		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum AND k.n <= i.indnkeyatts), 0)
 	FROM pg_publication_tables p
 	JOIN pg_namespace n ON n.nspname = p.schemaname
 	JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
 	JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY(p.attnames)
-	LEFT JOIN LATERAL (SELECT indkey FROM pg_index WHERE indrelid = c.oid AND (indisreplident OR indisprimary) ORDER BY indisreplident DESC LIMIT 1) i ON true
+	LEFT JOIN LATERAL (SELECT indkey, indnkeyatts FROM pg_index WHERE indrelid = c.oid AND (indisreplident OR indisprimary) ORDER BY indisreplident DESC LIMIT 1) i ON true
 	WHERE p.pubname = $1 AND p.schemaname = $2 AND p.tablename = $3
 	ORDER BY a.attnum`, s.pub, t[0], t[1])
 	if err != nil {
