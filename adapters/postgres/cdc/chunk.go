@@ -196,14 +196,16 @@ func (c *conn) readChunk(ctx context.Context) error {
 // chunk began).
 func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error) {
 	pg := c.snap.side
-	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
-		return nil, err
-	}
-	defer func() {
+	defer func() { // also when the LOCK failed: BEGIN succeeded
 		if _, rerr := pg.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
+	// The lock before the snapshot: a rewrite of the table (ALTER ... TYPE)
+	// committed after S would leave S nothing to read.
+	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE "+tab.name.quoted()+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+		return nil, err
+	}
 	snap, err := query(ctx, pg, "SELECT pg_current_snapshot()::text")
 	if err != nil {
 		return nil, err
