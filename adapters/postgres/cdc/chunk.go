@@ -119,8 +119,10 @@ func (c *conn) takeRequests() {
 	}
 }
 
-// snapTable returns the description of table t for the snapshot's reads,
-// looked up once: an error matching errNoTable or errNotPublished when it
+// snapTable returns the description of table t for the first pass's reads,
+// looked up once in the imported snapshot (whose catalog does not change
+// while it reads t: see exportable); chunks describe their table each in
+// their own snapshot. It returns an error matching errNoTable or errNotPublished when it
 // is gone, a permanent one when it cannot be read by key.
 func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 	w := &c.snap
@@ -147,24 +149,15 @@ func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 func (c *conn) readChunk(ctx context.Context) error {
 	w := &c.snap
 	t := w.prog.Tables[0]
-	tab, err := c.snapTable(ctx, t)
+	k, err := c.selectChunk(ctx, t)
+	var pe *pgconn.PgError
 	switch {
-	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
+	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished) || (errors.As(err, &pe) && pe.Code == "42P01"): // dropped, or no longer published
 		c.nextTable()
 		return nil
+	case errors.Is(err, ErrInvalid):
+		return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
 	case err != nil:
-		return err
-	}
-	k, err := c.selectChunk(ctx, tab)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") { // dropped, or altered, meanwhile
-			delete(w.tabs, t)
-			if pe.Code == "42P01" {
-				c.nextTable()
-			}
-			return nil
-		}
 		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 	}
 	if k == nil { // refused: read it again a moment later
@@ -190,11 +183,12 @@ func (c *conn) readChunk(ctx context.Context) error {
 	return nil
 }
 
-// selectChunk reads the rows of tab after the progress's key at a snapshot
-// S, and S. It returns nil when S cannot be used: a transaction S does not
-// see had committed already (the stream may have delivered it before the
-// chunk began).
-func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error) {
+// selectChunk reads the rows of table t after the progress's key at a
+// snapshot S, and S, with t's columns and types as S sees them: an ALTER
+// between two chunks changes the next chunk's. It returns nil when S cannot
+// be used: a transaction S does not see had committed already (the stream
+// may have delivered it before the chunk began).
+func (c *conn) selectChunk(ctx context.Context, t tableName) (k *chunk, err error) {
 	pg := c.snap.side
 	defer func() { // also when the LOCK failed: BEGIN succeeded
 		if _, rerr := pg.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
@@ -203,7 +197,11 @@ func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error
 	}()
 	// The lock before the snapshot: a rewrite of the table (ALTER ... TYPE)
 	// committed after S would leave S nothing to read.
-	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE "+tab.name.quoted()+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE "+t.quoted()+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+		return nil, err
+	}
+	tab, err := c.src.describe(ctx, pg, t) // the first query: S is taken here
+	if err != nil {
 		return nil, err
 	}
 	snap, err := query(ctx, pg, "SELECT pg_current_snapshot()::text")

@@ -2,7 +2,9 @@ package cdc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +285,53 @@ func TestSnapshotKeyInclude(t *testing.T) {
 				t.Fatalf("key columns by event (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSnapshotTypesPerChunk changes a column's type while a table is read
+// by chunks: every row carries the type it was read with, so that Type,
+// Value and MarshalJSON agree with its text.
+func TestSnapshotTypesPerChunk(t *testing.T) {
+	const rows = 100
+	dsn := pgtest.NewDB(t)
+	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items")
+	replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')") // present: read by chunks
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, texts := 0, 0
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
+		if ev.Op != cdc.Snapshot {
+			return fmt.Errorf("%v event during the snapshot", ev.Op)
+		}
+		if n++; n == 1 { // between two chunks, whichever the stream has read
+			replExec(t, dsn, "ALTER TABLE items ALTER COLUMN v TYPE text USING 'x' || v")
+		}
+		v, _ := ev.New.Get("v")
+		oid, _ := ev.New.Type(1)
+		val, verr := ev.New.Value(1)
+		j, jerr := ev.New.MarshalJSON()
+		want := uint32(23) // int4
+		if strings.HasPrefix(string(v), "x") {
+			want, texts = 25, texts+1 // text
+		}
+		if oid != want || verr != nil || jerr != nil || !json.Valid(j) {
+			return fmt.Errorf("row v=%s: Type() = %d, want %d; Value() = %v, %v; MarshalJSON() = %s, %v", v, oid, want, val, verr, j, jerr)
+		}
+		if n == rows {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if texts == 0 {
+		t.Fatal("no row read after the ALTER")
 	}
 }
