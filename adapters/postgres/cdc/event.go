@@ -176,8 +176,9 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 
 // Key reports whether column i is part of the table's replica identity:
 // its primary key under REPLICA IDENTITY DEFAULT, the index's columns
-// under USING INDEX, every column under FULL. Snapshot rows of WithSnapshot
-// and Backfill mark the key they were read by; those of Resync mark none.
+// under USING INDEX, every column under FULL. Snapshot rows (of
+// WithSnapshot, Backfill and Resync) mark the key columns of the primary
+// key or replica identity index; none for a table with neither.
 func (t Tuple) Key(i int) bool { return t.rel != nil && i < len(t.rel.key) && t.rel.key[i] }
 
 // Get returns the text value of the column called name; ok is false when

@@ -195,31 +195,45 @@ func (c *conn) fetch(ctx context.Context) error {
 	return nil
 }
 
-// copySelect returns a COPY ... TO STDOUT of the table's published columns
-// in key order, of the rows after the key after (text values; none: from
-// the first) and at most limit of them (0: all).
+// copySelect returns a COPY ... TO STDOUT of the table's published rows
+// and columns in key order, of the rows after the key after (text values;
+// none: from the first) and at most limit of them (0: all).
 func (t *table) copySelect(after []string, limit int) string {
-	cols := make([]string, len(t.cols))
-	for i, n := range t.cols {
-		cols[i] = quoteIdent(n)
-	}
 	keys := make([]string, len(t.keys))
 	for i, n := range t.keys {
 		keys[i] = quoteIdent(n)
 	}
-	q := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + t.name.quoted()
+	var where []string
 	if len(after) == len(keys) {
 		vals := make([]string, len(after))
 		for i, v := range after {
 			vals[i] = quoteLiteral(v)
 		}
-		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(vals, ", ") + ")"
+		where = append(where, "("+strings.Join(keys, ", ")+") > ("+strings.Join(vals, ", ")+")")
 	}
-	q += " ORDER BY " + strings.Join(keys, ", ")
+	q := t.selectRows(where...) + " ORDER BY " + strings.Join(keys, ", ")
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
-	return q + ") TO STDOUT"
+	return "COPY (" + q + ") TO STDOUT"
+}
+
+// selectRows returns a SELECT of the table's published columns from its
+// rows that the publication's row filter and every condition of where
+// pass.
+func (t *table) selectRows(where ...string) string {
+	cols := make([]string, len(t.cols))
+	for i, n := range t.cols {
+		cols[i] = quoteIdent(n)
+	}
+	if t.filter != "" {
+		where = append([]string{"(" + t.filter + ")"}, where...)
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.name.quoted()
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q
 }
 
 // quoteLiteral quotes s as an SQL string constant, whatever
