@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,17 +80,22 @@ func (c *conn) idleWork(ctx context.Context) error {
 		}
 		c.setSide(pg)
 	}
-	if w.initial {
+	if w.initial || w.prog.expand {
 		ts, err := c.src.publishedTables(ctx, w.side)
 		if err != nil {
 			return err
 		}
-		w.initial = false
-		for _, t := range ts {
-			if !w.prog.has(t) {
-				w.prog.Tables = append(w.prog.Tables, t)
+		if w.initial { // the publication's tables first, then the backfills asked for
+			w.initial = false
+			listed := len(ts)
+			for _, t := range w.prog.Tables {
+				if !slices.Contains(ts[:listed], t) {
+					ts = append(ts, t)
+				}
 			}
+			w.prog.Tables, w.prog.Listed = ts, listed
 		}
+		w.prog = w.prog.expanded(ts)
 		w.text = w.prog.encode()
 		if len(w.prog.Tables) == 0 {
 			return nil
@@ -295,6 +301,7 @@ func (c *conn) nextTable() {
 	delete(w.tabs, w.prog.Tables[0])
 	w.prog.Tables = w.prog.Tables[1:]
 	w.prog.After = nil
+	w.prog.Listed = max(w.prog.Listed-1, 0)
 	w.text = w.prog.encode()
 	if len(w.prog.Tables) == 0 && w.side != nil { // done: until the next backfill
 		closeQuietly(context.Background(), w.side)

@@ -80,7 +80,7 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 			return Event{}, false, err
 		}
 		w.initial = false
-		w.prog.Tables = append(w.prog.Tables[:0], ts...)
+		w.prog.Tables, w.prog.Listed = append(w.prog.Tables[:0], ts...), len(ts)
 		w.text = w.prog.encode()
 	}
 	if len(w.prog.Tables) == 0 {

@@ -101,10 +101,21 @@ func (t tableName) String() string { return t[0] + "." + t[1] }
 func (t tableName) quoted() string { return quoteIdent(t[0]) + "." + quoteIdent(t[1]) }
 
 // progress is the state of the snapshot and the backfills of a stream, as a
-// Cursor's Snapshot holds it (JSON).
+// Cursor's Snapshot holds it (JSON): the tables left, the first being read,
+// and the key of the last row delivered of it.
+//
+// The first Listed tables are the publication's, in the order
+// publishedTables lists them: a cursor names only the first of them
+// ("p"), the others being the published tables listed after it, listed
+// again after a restart (expand); the tables after them (backfills) are
+// named each ("t"). So a cursor stays small whatever the number of
+// tables: every row's cursor carries its progress. A cursor that names
+// every table ("t" alone, as earlier versions wrote) is read as well.
 type progress struct {
-	Tables []tableName `json:"t"`           // tables to read; the first is being read
-	After  []string    `json:"k,omitempty"` // key of the last row delivered of Tables[0]; none: from the first
+	Tables []tableName // tables to read; the first is being read
+	After  []string    // key of the last row delivered of Tables[0]; none: from the first
+	Listed int         // how many of Tables, from the first, are the publication's
+	expand bool        // read from a cursor: the publication's tables after Tables[0] are still to be listed
 }
 
 // encode returns p as a Cursor's Snapshot: empty when nothing is left.
@@ -114,18 +125,26 @@ func (p progress) encode() string {
 	}
 	// As json.Marshal writes it, without its reflection: once per row.
 	b := make([]byte, 0, 64)
-	b = append(b, `{"t":[`...)
-	for i, t := range p.Tables {
-		if i > 0 {
+	b = append(b, '{')
+	named := p.Tables
+	if p.Listed > 0 {
+		b = append(b, `"p":`...)
+		b = appendTable(b, p.Tables[0])
+		named = p.Tables[p.Listed:]
+	}
+	if len(named) > 0 {
+		if p.Listed > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		b = appendJSONText(b, t[0])
-		b = append(b, ',')
-		b = appendJSONText(b, t[1])
+		b = append(b, `"t":[`...)
+		for i, t := range named {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendTable(b, t)
+		}
 		b = append(b, ']')
 	}
-	b = append(b, ']')
 	if len(p.After) > 0 {
 		b = append(b, `,"k":[`...)
 		for i, k := range p.After {
@@ -139,10 +158,48 @@ func (p progress) encode() string {
 	return string(append(b, '}'))
 }
 
+// appendTable appends t as a JSON array of its schema and name.
+func appendTable(b []byte, t tableName) []byte {
+	b = append(b, '[')
+	b = appendJSONText(b, t[0])
+	b = append(b, ',')
+	b = appendJSONText(b, t[1])
+	return append(b, ']')
+}
+
+// expanded returns p with the tables of listed (the publication's, in
+// order) that follow its first table inserted after it, when p was read
+// from a cursor that named only the first.
+func (p progress) expanded(listed []tableName) progress {
+	if !p.expand {
+		return p
+	}
+	tables := []tableName{p.Tables[0]}
+	for _, t := range listed {
+		if cmpTable(t, p.Tables[0]) > 0 && !slices.Contains(p.Tables, t) {
+			tables = append(tables, t)
+		}
+	}
+	p.Listed = len(tables)
+	p.Tables = append(tables, p.Tables[1:]...)
+	p.expand = false
+	return p
+}
+
+// cmpTable orders table names as publishedTables lists them: by schema,
+// then name, byte by byte (the collation of the type name).
+func cmpTable(a, b tableName) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
 // prefix returns the encoding of p up to its key's first value: a key is
 // appended to it by progressAt.
 func (p progress) prefix() string {
-	q := progress{Tables: p.Tables, After: []string{""}}
+	q := p
+	q.After = []string{""}
 	s := q.encode()
 	return s[:len(s)-len(`""]}`)]
 }
@@ -170,8 +227,18 @@ func decodeProgress(s string) (progress, error) {
 	if s == "" {
 		return p, nil
 	}
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
+	var wire struct {
+		First  *tableName  `json:"p"`
+		Tables []tableName `json:"t"`
+		After  []string    `json:"k"`
+	}
+	if err := json.Unmarshal([]byte(s), &wire); err != nil {
 		return p, fmt.Errorf("cdc: cursor's snapshot progress %q: %w", s, err)
+	}
+	p.Tables, p.After = wire.Tables, wire.After
+	if wire.First != nil {
+		p.Tables = append([]tableName{*wire.First}, wire.Tables...)
+		p.Listed, p.expand = 1, true
 	}
 	return p, nil
 }

@@ -731,3 +731,63 @@ func TestSnapshotTableRewritten(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotCursorSmall snapshots 60 tables, stopped and started again
+// half way: every row's cursor is as small with 60 tables as with one (its
+// progress names the table being read, not every table left), and every
+// row arrives.
+func TestSnapshotCursorSmall(t *testing.T) {
+	const tables, rows = 60, 3
+	for _, tt := range []struct {
+		name      string
+		slotFirst bool // the slot exists: the rows are read by chunks
+	}{
+		{name: "first pass"},
+		{name: "chunks", slotFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := pgtest.NewDB(t)
+			slot := fmt.Sprintf("small_%d", replSlots.Add(1))
+			replExec(t, dsn,
+				fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+					EXECUTE format('CREATE TABLE t%%s (id int PRIMARY KEY)', i);
+					EXECUTE format('INSERT INTO t%%s SELECT generate_series(1, %d)', i);
+				END LOOP; END $$`, tables, rows),
+				"CREATE PUBLICATION pub FOR ALL TABLES")
+			t.Cleanup(func() { awaitInactive(t, dsn, slot) })
+			if tt.slotFirst {
+				replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+			}
+			src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := cursor.NewMemory(cdc.Cursor{})
+			seen, longest := map[string]bool{}, 0
+			for _, stopAt := range []int{tables * rows / 2, tables * rows} {
+				r, err := cdc.NewResumer(src, store)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
+					id, _ := ev.New.Get("id")
+					seen[ev.Relation+" "+string(id)] = true
+					longest = max(longest, len(ev.Cursor.Snapshot))
+					if len(seen) >= stopAt {
+						return stream.ErrStop
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(seen) != tables*rows {
+				t.Fatalf("%d rows, want %d", len(seen), tables*rows)
+			}
+			if longest > 100 {
+				t.Fatalf("a cursor's snapshot progress of %d bytes, want at most 100 (one table's name and a key)", longest)
+			}
+		})
+	}
+}
