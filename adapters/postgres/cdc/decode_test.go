@@ -514,13 +514,23 @@ func TestCursorJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"lsn":23803720,"index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}
+	want := `{"lsn":"0/16B3748","index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}
 `
 	if string(data) != want {
 		t.Fatalf("Encode = %s, want %s", data, want)
 	}
 	if got, err := codec.Decode(data); got != c || err != nil {
 		t.Fatalf("Decode = %+v, %v; want %+v", got, err, c)
+	}
+	// As earlier versions stored it: the LSN a number.
+	old := `{"lsn":23803720,"index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}`
+	if got, err := codec.Decode([]byte(old)); got != c || err != nil {
+		t.Fatalf("Decode(%s) = %+v, %v; want %+v", old, got, err, c)
+	}
+	for _, bad := range []string{`{"lsn":"x/y"}`, `{"lsn":-1}`, `{"lsn":true}`} {
+		if got, err := codec.Decode([]byte(bad)); err == nil {
+			t.Fatalf("Decode(%s) = %+v, want an error", bad, got)
+		}
 	}
 	if err := (Cursor{Index: -3}).validate(); err == nil {
 		t.Fatal("validate(index -3) = nil, want an error")
