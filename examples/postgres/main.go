@@ -165,6 +165,14 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			return err
 		}
 	}
+	// The stream logs the cursor it holds, zero until its first event: the
+	// Source loads the Store itself once it holds the slot (see
+	// cdc.Source.Confirming). Say where this run resumes.
+	loaded, err := store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "resuming after cursor %v from %s\n", loaded, cfg.state)
 	log := zap.New(zapCore(stderr))
 	save := stream.WithCheckpointEvery(1)
 	if cfg.checkpoint > 0 {
