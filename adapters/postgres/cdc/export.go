@@ -137,8 +137,10 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 // that snapshot can read its rows: not when the table was rewritten since
 // (ALTER ... TYPE, a volatile default, TRUNCATE: the new files' rows are
 // newer than the snapshot, which would see the table empty), or dropped,
-// or cannot be locked. Then the export ends: the tables left are read by
-// chunks interleaved with the changes, as after a restart.
+// or cannot be locked, or its columns as the snapshot has them cannot be
+// read now (a column dropped or renamed since). Then the export ends: the
+// tables left are read by chunks interleaved with the changes, as after a
+// restart.
 func (c *conn) exportable(ctx context.Context) (bool, error) {
 	w := &c.snap
 	t := w.prog.Tables[0]
@@ -152,11 +154,19 @@ func (c *conn) exportable(ctx context.Context) (bool, error) {
 			WHERE (c.oid = $1::regclass OR c.oid IN (SELECT relid FROM pg_partition_tree($1::regclass)))
 				AND c.relfilenode <> 0 AND c.relfilenode IS DISTINCT FROM pg_relation_filenode(c.oid) LIMIT 1`, t.quoted())
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) { // the server refused: the transaction is over
-		return false, nil
+	if err == nil && len(rewritten) == 0 {
+		tab, terr := c.snapTable(ctx, t)
+		if terr != nil {
+			return false, terr
+		}
+		// The columns as the snapshot has them, parsed now.
+		_, err = query(ctx, w.side, tab.selectRows("false"))
 	}
-	if err != nil {
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe): // the server refused: the transaction is over
+		return false, nil
+	case err != nil:
 		return false, classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 	}
 	return len(rewritten) == 0, nil

@@ -682,6 +682,7 @@ func TestSnapshotTableRewritten(t *testing.T) {
 	}{
 		{name: "alter column type", sql: "ALTER TABLE pairs ALTER COLUMN b TYPE bigint"},
 		{name: "add column volatile default", sql: "ALTER TABLE pairs ADD COLUMN r float8 DEFAULT random()"},
+		{name: "drop column", sql: "ALTER TABLE pairs DROP COLUMN note"}, // no rewrite, but a column the snapshot has
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dsn := pgtest.NewDB(t)
