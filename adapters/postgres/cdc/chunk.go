@@ -125,11 +125,12 @@ func (c *conn) takeRequests() {
 	}
 }
 
-// snapTable returns the description of table t for the first pass's reads,
-// looked up once in the imported snapshot (whose catalog does not change
-// while it reads t: see exportable); chunks describe their table each in
-// their own snapshot. It returns an error matching errNoTable or errNotPublished when it
-// is gone, a permanent one when it cannot be read by key.
+// snapTable returns the description of table t for the first pass's
+// reads, looked up once in the imported snapshot (whose catalog does not
+// change while it reads t: see exportable); chunks describe their table
+// each in their own snapshot. It returns an error matching errNoTable or
+// errNotPublished when t is gone, a permanent one when it cannot be read
+// by key.
 func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 	w := &c.snap
 	if tab := w.tabs[t]; tab != nil {

@@ -240,9 +240,9 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
 // server's system identifier or timeline is not the cursor's, when the
-// slot is missing, when the
-// slot's confirmed_flush_lsn lies beyond the cursor (the slot was
-// recreated, or moved by another consumer): changes between them are gone,
+// slot is missing, when the slot's confirmed_flush_lsn lies beyond the
+// cursor (the slot was recreated, or moved by another consumer): changes
+// between them are gone,
 // or when the cursor is inside a resync's replay. A slot that is not a
 // permanent pgoutput slot of the database, and errors of privileges or of
 // missing objects, are [errclass.Permanent].
