@@ -242,10 +242,9 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // server's system identifier or timeline is not the cursor's, when the
 // slot is missing, when the slot's confirmed_flush_lsn lies beyond the
 // cursor (the slot was recreated, or moved by another consumer): changes
-// between them are gone,
-// or when the cursor is inside a resync's replay. A slot that is not a
-// permanent pgoutput slot of the database, and errors of privileges or of
-// missing objects, are [errclass.Permanent].
+// between them are gone, or when the cursor is inside a resync's replay. A
+// slot that is not a permanent pgoutput slot of the database, and errors
+// of privileges or of missing objects, are [errclass.Permanent].
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
 		return nil, errclass.Permanent(err)
