@@ -140,8 +140,11 @@ const (
 // WithNotify("")) a trigger resumable_outbox_notify, with a function of
 // that name in the table's schema, that notifies the channel of
 // [WithNotify] after each INSERT statement. A writer then only inserts its
-// columns. Without WithCreate a missing table is an error; so is a
-// creation the role may not make.
+// columns. A transaction that notified cannot be PREPAREd: on a server
+// that admits prepared transactions (max_prepared_transactions > 0) the
+// trigger is left out, and the Outbox polls unless the writers notify.
+// Without WithCreate a missing table is an error; so is a creation the
+// role may not make.
 func WithCreate(columns string) OutboxOption {
 	return outboxOption(func(s *outboxSettings) { s.columns, s.create = columns, true })
 }
@@ -364,25 +367,31 @@ func prefixComma(s []string) string {
 	return ", " + strings.Join(s, ", ")
 }
 
-// createSQL returns the statements that create the table, its index, the
-// notifying function and trigger.
-func (o *Outbox[T]) createSQL() []string {
+// createSQL returns the statements that create the table, its index and,
+// with trigger, the notifying function and trigger.
+func (o *Outbox[T]) createSQL(trigger bool) []string {
+	t := pgx.Identifier(o.table).Sanitize()
+	cols := "id bigserial PRIMARY KEY, xid xid8 NOT NULL DEFAULT " + xidDefault
+	if strings.TrimSpace(o.set.columns) != "" {
+		cols += ", " + o.set.columns
+	}
+	return append([]string{
+		"SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(t) + "))",
+		"CREATE TABLE IF NOT EXISTS " + t + " (" + cols + ")",
+	}, o.companionSQL(trigger)...)
+}
+
+// companionSQL returns the statements that make the table's index on
+// (xid, id) and, with trigger, the notifying function and trigger.
+func (o *Outbox[T]) companionSQL(trigger bool) []string {
 	t := pgx.Identifier(o.table).Sanitize()
 	last := o.table[len(o.table)-1]
 	fn := pgx.Identifier{"resumable_outbox_notify"}
 	if len(o.table) == 2 {
 		fn = pgx.Identifier{o.table[0], "resumable_outbox_notify"}
 	}
-	cols := "id bigserial PRIMARY KEY, xid xid8 NOT NULL DEFAULT " + xidDefault
-	if strings.TrimSpace(o.set.columns) != "" {
-		cols += ", " + o.set.columns
-	}
-	sql := []string{
-		"SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(t) + "))",
-		"CREATE TABLE IF NOT EXISTS " + t + " (" + cols + ")",
-		"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{truncate(last+"_xid_id", 63)}.Sanitize() + " ON " + t + " (xid, id)",
-	}
-	if o.set.channel != "" {
+	sql := []string{"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{truncate(last+"_xid_id", 63)}.Sanitize() + " ON " + t + " (xid, id)"}
+	if trigger {
 		sql = append(sql,
 			"CREATE OR REPLACE FUNCTION "+fn.Sanitize()+"() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_notify(TG_ARGV[0], ''); RETURN NULL; END$$",
 			"DROP TRIGGER IF EXISTS resumable_outbox_notify ON "+t,
@@ -390,6 +399,15 @@ func (o *Outbox[T]) createSQL() []string {
 		)
 	}
 	return sql
+}
+
+// migrationSQL returns the script that gives an existing table the xid
+// column and what WithCreate adds beside it: the index and (with a
+// channel) the trigger, which writers that PREPARE must leave out.
+func (o *Outbox[T]) migrationSQL() string {
+	sql := append([]string{"ALTER TABLE " + pgx.Identifier(o.table).Sanitize() + " ADD COLUMN xid xid8 NOT NULL DEFAULT " + xidDefault},
+		o.companionSQL(o.set.channel != "")...)
+	return strings.Join(sql, ";\n") + ";"
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
@@ -526,6 +544,8 @@ func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error)
 		return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
 	}
 	switch {
+	case xidType == "":
+		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has no column xid; add it, its index and the trigger with:\n%s", o.name, o.migrationSQL()))
 	case xidType != "xid8" || xidDef != xidDefault:
 		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s: column xid is %q DEFAULT %q, want xid8 NOT NULL DEFAULT %s (ALTER TABLE %s ADD COLUMN xid xid8 NOT NULL DEFAULT %s, and an index on (xid, id))",
 			o.name, xidType, xidDef, xidDefault, t, xidDefault))
@@ -535,10 +555,16 @@ func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error)
 	return cols, nil
 }
 
-// createTable runs createSQL in one transaction.
+// createTable runs createSQL in one transaction: with the trigger when a
+// channel is set and the server admits no prepared transaction (a
+// transaction that notified cannot be PREPAREd).
 func (o *Outbox[T]) createTable(ctx context.Context, pg *pgx.Conn) error {
 	err := pgx.BeginFunc(ctx, pg, func(tx pgx.Tx) error {
-		for _, q := range o.createSQL() {
+		var prepared int
+		if err := tx.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&prepared); err != nil {
+			return err
+		}
+		for _, q := range o.createSQL(o.set.channel != "" && prepared == 0) {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
 			}

@@ -619,3 +619,50 @@ func TestOutboxIntegerID(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxPreparedWriter: on a server that admits prepared transactions,
+// the table WithCreate makes lets a writer PREPARE (a transaction that
+// notified could not: 0A000), and the Outbox still delivers its row.
+func TestOutboxPreparedWriter(t *testing.T) {
+	srv := pgtest.Start(t, pgtest.Options{Settings: map[string]string{"max_prepared_transactions": "4"}})
+	pool, _ := newPool(t, srv.DSN())
+	o := newOutbox(t, pool, postgres.WithPollInterval(20*time.Millisecond))
+	c := openOutbox(t, o, postgres.OutboxCursor{}) // creates the table
+	conn, err := pool.Acquire(pgtest.Ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range []string{"BEGIN", "INSERT INTO outbox (payload) VALUES ('two-phase')", "PREPARE TRANSACTION 'p1'", "COMMIT PREPARED 'p1'"} {
+		if _, err := conn.Exec(pgtest.Ctx(t), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if got := payloads(recvN(t, c, 1)); fmt.Sprint(got) != "[two-phase]" {
+		t.Fatalf("rows %v, want [two-phase]", got)
+	}
+}
+
+// TestOutboxMigration: the error for an existing table without the xid
+// column prints the migration, which, run as printed, makes the table one
+// the Outbox reads.
+func TestOutboxMigration(t *testing.T) {
+	pool, _ := newPool(t, pgtest.NewDB(t))
+	execSQL(t, pool, "CREATE TABLE outbox (id bigserial PRIMARY KEY, payload text NOT NULL)", "INSERT INTO outbox (payload) VALUES ('old')")
+	o, err := postgres.NewOutbox(pool, "outbox", pgx.RowToStructByName[msg], postgres.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
+	_, script, ok := strings.Cut(fmt.Sprint(err), ":\n")
+	if !ok || errclass.Default().Classify(err).Action != errclass.Fail || !strings.Contains(script, "CREATE TRIGGER") {
+		t.Fatalf("Open() = %v, want a permanent error printing the migration", err)
+	}
+	t.Logf("Open() = %v", err)
+	execSQL(t, pool, script)
+	c := openOutbox(t, o, postgres.OutboxCursor{})
+	commit(t, begin(t, pool, "new"))
+	if got := payloads(recvN(t, c, 2)); fmt.Sprint(got) != "[old new]" {
+		t.Fatalf("rows %v, want [old new]", got)
+	}
+}

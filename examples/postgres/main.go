@@ -31,16 +31,22 @@
 // flags, it goes on from its cursor.
 //
 // -format json prints, instead of handled lines, one JSON object per change
-// or snapshot row:
+// or snapshot row, each on one line:
 //
 //	{"op":"snapshot"|"insert"|"update"|"delete","table":"public.t","lsn":"0/16B3F48","index":3,"new":{…},"old":{…},"commit_time":"…"}
+//
+// and one per table a TRUNCATE empties (which the text format only reports
+// on stderr):
+//
+//	{"op":"truncate","table":"public.t","lsn":"0/16B3F48","index":3,"commit_time":"…"}
 //
 // new (absent for a delete) and old (when the server sent it) map column
 // names to typed JSON values (integers as numbers, numeric as a string,
 // json as JSON, NULL as null, an unchanged TOASTed value as
 // {"unchanged":true}); commit_time (RFC 3339) is the transaction's, for
 // changes. A consumer that applies the lines in order (snapshot, insert
-// and update as upserts, delete as removal) ends equal to the tables.
+// and update as upserts, delete as removal, truncate as emptying the
+// table) ends equal to the tables.
 //
 // With no flags it runs a demo that needs only PostgreSQL's binaries
 // (initdb and postgres, looked for in $RESUMABLE_PG_BIN, else
@@ -159,6 +165,14 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			return err
 		}
 	}
+	// The stream logs the cursor it holds, zero until its first event: the
+	// Source loads the Store itself once it holds the slot (see
+	// cdc.Source.Confirming). Say where this run resumes.
+	loaded, err := store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "resuming after cursor %v from %s\n", loaded, cfg.state)
 	log := zap.New(zapCore(stderr))
 	save := stream.WithCheckpointEvery(1)
 	if cfg.checkpoint > 0 {
@@ -175,7 +189,7 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			row = ev.Old
 		}
 		switch {
-		case ev.Op == cdc.Truncate:
+		case ev.Op == cdc.Truncate && !cfg.json:
 			fmt.Fprintf(stderr, "truncated %s at %v #%d\n", ev.Relation, ev.LSN, ev.Index)
 		case cfg.json:
 			line, err := jsonLine(ev)
@@ -201,7 +215,8 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	return err
 }
 
-// jsonLine formats a change or a snapshot row as one line of JSON.
+// jsonLine formats a change or a snapshot row as one line of JSON (the
+// Tuple's JSON is one line).
 func jsonLine(ev cdc.Event) ([]byte, error) {
 	b := append([]byte(`{"op":`), strconv.Quote(strings.ToLower(ev.Op.String()))...)
 	b = append(b, `,"table":`...)
@@ -211,7 +226,7 @@ func jsonLine(ev cdc.Event) ([]byte, error) {
 	b = append(b, ev.LSN.String()...)
 	b = append(b, `","index":`...)
 	b = strconv.AppendInt(b, int64(ev.Index), 10)
-	if ev.Op != cdc.Delete {
+	if ev.Op != cdc.Delete && ev.Op != cdc.Truncate {
 		row, err := ev.New.MarshalJSON()
 		if err != nil {
 			return nil, err

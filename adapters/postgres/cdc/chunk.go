@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,17 +80,22 @@ func (c *conn) idleWork(ctx context.Context) error {
 		}
 		c.setSide(pg)
 	}
-	if w.initial {
+	if w.initial || w.prog.expand {
 		ts, err := c.src.publishedTables(ctx, w.side)
 		if err != nil {
 			return err
 		}
-		w.initial = false
-		for _, t := range ts {
-			if !w.prog.has(t) {
-				w.prog.Tables = append(w.prog.Tables, t)
+		if w.initial { // the publication's tables first, then the backfills asked for
+			w.initial = false
+			listed := len(ts)
+			for _, t := range w.prog.Tables {
+				if !slices.Contains(ts[:listed], t) {
+					ts = append(ts, t)
+				}
 			}
+			w.prog.Tables, w.prog.Listed = ts, listed
 		}
+		w.prog = w.prog.expanded(ts)
 		w.text = w.prog.encode()
 		if len(w.prog.Tables) == 0 {
 			return nil
@@ -119,9 +125,12 @@ func (c *conn) takeRequests() {
 	}
 }
 
-// snapTable returns the description of table t for the snapshot's reads,
-// looked up once: an error matching errNoTable or errNotPublished when it
-// is gone, a permanent one when it cannot be read by key.
+// snapTable returns the description of table t for the first pass's
+// reads, looked up once in the imported snapshot (whose catalog does not
+// change while it reads t: see exportable); chunks describe their table
+// each in their own snapshot. It returns an error matching errNoTable or
+// errNotPublished when t is gone, a permanent one when it cannot be read
+// by key.
 func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 	w := &c.snap
 	if tab := w.tabs[t]; tab != nil {
@@ -147,24 +156,15 @@ func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 func (c *conn) readChunk(ctx context.Context) error {
 	w := &c.snap
 	t := w.prog.Tables[0]
-	tab, err := c.snapTable(ctx, t)
+	k, err := c.selectChunk(ctx, t)
+	var pe *pgconn.PgError
 	switch {
-	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished): // dropped, or no longer published
+	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished) || (errors.As(err, &pe) && pe.Code == "42P01"): // dropped, or no longer published
 		c.nextTable()
 		return nil
+	case errors.Is(err, ErrInvalid):
+		return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
 	case err != nil:
-		return err
-	}
-	k, err := c.selectChunk(ctx, tab)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703") { // dropped, or altered, meanwhile
-			delete(w.tabs, t)
-			if pe.Code == "42P01" {
-				c.nextTable()
-			}
-			return nil
-		}
 		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
 	}
 	if k == nil { // refused: read it again a moment later
@@ -190,20 +190,27 @@ func (c *conn) readChunk(ctx context.Context) error {
 	return nil
 }
 
-// selectChunk reads the rows of tab after the progress's key at a snapshot
-// S, and S. It returns nil when S cannot be used: a transaction S does not
-// see had committed already (the stream may have delivered it before the
-// chunk began).
-func (c *conn) selectChunk(ctx context.Context, tab *table) (k *chunk, err error) {
+// selectChunk reads the rows of table t after the progress's key at a
+// snapshot S, and S, with t's columns and types as S sees them: an ALTER
+// between two chunks changes the next chunk's. It returns nil when S cannot
+// be used: a transaction S does not see had committed already (the stream
+// may have delivered it before the chunk began).
+func (c *conn) selectChunk(ctx context.Context, t tableName) (k *chunk, err error) {
 	pg := c.snap.side
-	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").ReadAll(); err != nil {
-		return nil, err
-	}
-	defer func() {
+	defer func() { // also when the LOCK failed: BEGIN succeeded
 		if _, rerr := pg.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
+	// The lock before the snapshot: a rewrite of the table (ALTER ... TYPE)
+	// committed after S would leave S nothing to read.
+	if _, err := pg.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE "+t.quoted()+" IN ACCESS SHARE MODE").ReadAll(); err != nil {
+		return nil, err
+	}
+	tab, err := c.src.describe(ctx, pg, t) // the first query: S is taken here
+	if err != nil {
+		return nil, err
+	}
 	snap, err := query(ctx, pg, "SELECT pg_current_snapshot()::text")
 	if err != nil {
 		return nil, err
@@ -295,6 +302,7 @@ func (c *conn) nextTable() {
 	delete(w.tabs, w.prog.Tables[0])
 	w.prog.Tables = w.prog.Tables[1:]
 	w.prog.After = nil
+	w.prog.Listed = max(w.prog.Listed-1, 0)
 	w.text = w.prog.encode()
 	if len(w.prog.Tables) == 0 && w.side != nil { // done: until the next backfill
 		closeQuietly(context.Background(), w.side)

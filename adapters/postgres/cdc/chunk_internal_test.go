@@ -51,8 +51,25 @@ func TestProgressEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(p, got); diff != "" {
+	if diff := cmp.Diff(p, got, cmp.AllowUnexported(progress{})); diff != "" {
 		t.Fatalf("decode(encode(p)) (-want +got):\n%s", diff)
+	}
+	// The publication's tables are named by the first alone, and listed
+	// again from it; the backfills after them by each.
+	published := []tableName{{"a", "x"}, {"public", "a,b"}, {"public", "c"}, {"s", "d"}}
+	listed := progress{Tables: []tableName{{"public", "a,b"}, {"public", "c"}, {"s", "d"}, {"s", `q"t`}}, After: []string{"1"}, Listed: 3}
+	if enc, want := listed.encode(), `{"p":["public","a,b"],"t":[["s","q\"t"]],"k":["1"]}`; enc != want {
+		t.Fatalf("encode() = %s, want %s", enc, want)
+	}
+	got, err = decodeProgress(listed.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(listed, got.expanded(published), cmp.AllowUnexported(progress{})); diff != "" {
+		t.Fatalf("decode(encode(p)).expanded() (-want +got):\n%s", diff)
+	}
+	if enc := (progress{Tables: []tableName{{"s", "d"}}, Listed: 1}).encode(); enc != `{"p":["s","d"]}` {
+		t.Fatalf("encode() = %s, want the first table alone", enc)
 	}
 	row, err := decodeCopy(nil, []byte("x\\000y\t\\N\t1\"\n"), 3) // x NUL y, NULL, 1"
 	if err != nil {

@@ -475,6 +475,10 @@ func TestReplExampleDemo(t *testing.T) {
 	if !strings.Contains(stderr.String(), "second run") {
 		t.Fatalf("the demo's stderr:\n%s", stderr.String())
 	}
+	// The second run says the cursor it resumes after, not 0/0.
+	if resumed := fmt.Sprintf("resuming after cursor %v #2 ", lines[0].lsn); !strings.Contains(stderr.String(), resumed) {
+		t.Fatalf("the demo's stderr has no %q:\n%s", resumed, stderr.String())
+	}
 }
 
 // pgBin is where the example's demo looks for PostgreSQL's binaries.

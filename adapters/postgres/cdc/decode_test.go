@@ -451,7 +451,10 @@ func TestSlotCheck(t *testing.T) {
 		{name: "cursor at the confirmed position", st: good, after: Cursor{LSN: 0x5000, Index: 2}},
 		{name: "cursor beyond the confirmed position", st: good, after: Cursor{LSN: 0x6000, Index: -1}},
 		{name: "slot beyond the cursor", st: good, after: Cursor{LSN: 0x4FFF, Index: 0}, want: "confirmed_flush_lsn was at most 0/4FFF (cursor 0/4FFF #0), now 0/5000"},
-		{name: "lost", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost", confirmed: 0x10}, after: Cursor{LSN: 0x5000}, want: "now lost"},
+		{name: "lost", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost", confirmed: 0x10}, after: Cursor{LSN: 0x5000}, want: "now invalidated (wal_status lost"},
+		{name: "lost, fresh stream", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost"}, want: "now invalidated (wal_status lost"},
+		{name: "conflicting", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost", conflicting: true}, want: "now invalidated (conflicting with recovery"},
+		{name: "invalidation reason", st: slotState{plugin: "pgoutput", kind: "logical", database: "db", walStatus: "lost", invalidation: "idle_timeout"}, want: "now invalidated (invalidation_reason idle_timeout)"},
 		{name: "other plugin", st: slotState{plugin: "wal2json", kind: "logical", database: "db"}, want: "plugin", permanent: true},
 		{name: "physical", st: slotState{kind: "physical"}, want: "physical", permanent: true},
 		{name: "other database", st: slotState{plugin: "pgoutput", kind: "logical", database: "x"}, want: `database "x"`, permanent: true},
@@ -460,6 +463,9 @@ func TestSlotCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.st.usable("s1", "db")
+			if err == nil {
+				err = tt.st.valid("s1", tt.after)
+			}
 			if err == nil {
 				err = tt.st.check("s1", tt.after)
 			}
@@ -508,13 +514,23 @@ func TestCursorJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"lsn":23803720,"index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}
+	want := `{"lsn":"0/16B3748","index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}
 `
 	if string(data) != want {
 		t.Fatalf("Encode = %s, want %s", data, want)
 	}
 	if got, err := codec.Decode(data); got != c || err != nil {
 		t.Fatalf("Decode = %+v, %v; want %+v", got, err, c)
+	}
+	// As earlier versions stored it: the LSN a number.
+	old := `{"lsn":23803720,"index":-1,"system":"7300000000000000001","timeline":3,"slot":"s1"}`
+	if got, err := codec.Decode([]byte(old)); got != c || err != nil {
+		t.Fatalf("Decode(%s) = %+v, %v; want %+v", old, got, err, c)
+	}
+	for _, bad := range []string{`{"lsn":"x/y"}`, `{"lsn":-1}`, `{"lsn":true}`} {
+		if got, err := codec.Decode([]byte(bad)); err == nil {
+			t.Fatalf("Decode(%s) = %+v, want an error", bad, got)
+		}
 	}
 	if err := (Cursor{Index: -3}).validate(); err == nil {
 		t.Fatal("validate(index -3) = nil, want an error")

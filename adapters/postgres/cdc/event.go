@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -176,8 +177,9 @@ func (t Tuple) Column(i int) (name string, value []byte, kind byte) {
 
 // Key reports whether column i is part of the table's replica identity:
 // its primary key under REPLICA IDENTITY DEFAULT, the index's columns
-// under USING INDEX, every column under FULL. Snapshot rows of WithSnapshot
-// and Backfill mark the key they were read by; those of Resync mark none.
+// under USING INDEX, every column under FULL. Snapshot rows (of
+// WithSnapshot, Backfill and Resync) mark the key columns of the primary
+// key or replica identity index; none for a table with neither.
 func (t Tuple) Key(i int) bool { return t.rel != nil && i < len(t.rel.key) && t.rel.key[i] }
 
 // Get returns the text value of the column called name; ok is false when
@@ -232,6 +234,48 @@ type Cursor struct {
 	// Snapshot is the progress of the snapshot and backfills under way (see
 	// [WithSnapshot] and [Source.Backfill]), opaque; empty when none is.
 	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// MarshalJSON encodes c as a JSON object of its fields, with the LSN as
+// text ("lsn":"0/16B3748"), as String and PostgreSQL write it.
+func (c Cursor) MarshalJSON() ([]byte, error) {
+	type fields Cursor // without the methods
+	return json.Marshal(struct {
+		LSN string `json:"lsn"`
+		fields
+	}{LSN: c.LSN.String(), fields: fields(c)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and a cursor whose LSN
+// is a number (as versions before the text wrote it).
+func (c *Cursor) UnmarshalJSON(data []byte) error {
+	type fields Cursor // without the methods
+	var w struct {
+		LSN json.RawMessage `json:"lsn"`
+		*fields
+	}
+	w.fields = (*fields)(c)
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	var text string
+	switch {
+	case len(w.LSN) == 0 || string(w.LSN) == "null":
+		c.LSN = 0
+	case json.Unmarshal(w.LSN, &text) == nil:
+		lsn, err := pglogrepl.ParseLSN(text)
+		if err != nil {
+			return fmt.Errorf("cdc: cursor's lsn %s: %w", w.LSN, err)
+		}
+		c.LSN = lsn
+	default:
+		n, err := strconv.ParseUint(string(w.LSN), 10, 64)
+		if err != nil {
+			return fmt.Errorf("cdc: cursor's lsn %s: %w", w.LSN, err)
+		}
+		c.LSN = pglogrepl.LSN(n)
+	}
+	return nil
 }
 
 // Compare orders cursors by position, as cmp.Compare does: by LSN, then by

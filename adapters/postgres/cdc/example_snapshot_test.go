@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,7 +32,7 @@ type jsonChange struct {
 }
 
 // keyColumns are the key columns of the tables the tests write.
-var keyColumns = map[string][]string{"public.items": {"id"}, "public.pairs": {"a", "b"}, "public.sentinel": {"id"}}
+var keyColumns = map[string][]string{"public.items": {"id"}, "public.pairs": {"a", "b"}, "public.sentinel": {"id"}, "public.docs": {"id"}}
 
 func jsonKey(table string, row map[string]any) string {
 	var k []string
@@ -40,6 +41,9 @@ func jsonKey(table string, row map[string]any) string {
 	}
 	return strings.Join(k, "\x00")
 }
+
+// truncateRE is the pinned form of a TRUNCATE in -format json.
+var truncateRE = regexp.MustCompile(`^\{"op":"truncate","table":"[^"]+","lsn":"[0-9A-F]+/[0-9A-F]+","index":\d+,"commit_time":"[^"]+"\}$`)
 
 // applyJSON applies the example's complete JSON lines in order, as upserts
 // and removals, failing t on a line out of the pinned format.
@@ -57,7 +61,7 @@ func applyJSON(t testing.TB, path string) (map[string]map[string]map[string]any,
 		if err := json.Unmarshal([]byte(s), &c); err != nil {
 			t.Fatalf("stdout line %d %q: %v", i+1, s, err)
 		}
-		if c.Table == "" || c.LSN == "" || c.Index == nil || (c.Op != "delete" && c.New == nil) || (c.Op != "snapshot" && c.CommitTime == "") {
+		if c.Table == "" || c.LSN == "" || c.Index == nil || (c.Op != "delete" && c.Op != "truncate" && c.New == nil) || (c.Op != "snapshot" && c.CommitTime == "") {
 			t.Fatalf("stdout line %d %q: not in the pinned format", i+1, s)
 		}
 		if c.CommitTime != "" {
@@ -83,6 +87,11 @@ func applyJSON(t testing.TB, path string) (map[string]map[string]map[string]any,
 			if c.Old == nil {
 				t.Fatalf("stdout line %d %q: a delete without old", i+1, s)
 			}
+		case "truncate":
+			if !truncateRE.MatchString(s) {
+				t.Fatalf("stdout line %d %q: not the pinned truncate", i+1, s)
+			}
+			clear(tab)
 		default:
 			t.Fatalf("stdout line %d %q: op %q", i+1, s, c.Op)
 		}
@@ -199,4 +208,48 @@ func TestExampleSnapshotKilled(t *testing.T) {
 		t.Fatalf("replica (-table +replica):\n%s", diff)
 	}
 	t.Logf("%d rows, %d lines, %d snapshot rows, %d kills", rows, lines(), snapshots, kills)
+}
+
+// TestExampleJSONTruncateAndNewlines: -format json prints a TRUNCATE on
+// stdout, one object per table, in its pinned form, and a json value
+// written over several lines as part of its change's one line.
+func TestExampleJSONTruncateAndNewlines(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn,
+		"CREATE TABLE docs (id int PRIMARY KEY, j json)",
+		"ALTER PUBLICATION pub ADD TABLE docs",
+		`INSERT INTO docs VALUES (1, E'{"a":\n  [1,\n 2]}')`,
+		"INSERT INTO items (id) VALUES (1)",
+		"TRUNCATE items, docs",
+		"INSERT INTO items (id) VALUES (2)")
+	dir := t.TempDir()
+	state, stdout, stderr := filepath.Join(dir, "cursor.json"), filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
+	p, err := childproc.Start("example", exampleBin(t), []string{"-dsn", dsn, "-slot", slot, "-publication", "pub", "-state", state, "-format", "json"}, stdout, stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	replUntil(t, "the last insert from the example", func() bool {
+		if exited, err := p.Exited(); exited {
+			t.Fatalf("the example exited: %v\n%s", err, childproc.Tail(stderr, 20))
+		}
+		data, _ := os.ReadFile(stdout)
+		return strings.Contains(string(data), `"new":{"id":2,`)
+	})
+	if graceful, err := p.Stop(syscall.SIGTERM, time.Minute); !graceful || err != nil {
+		t.Fatalf("SIGTERM: graceful %t, exit %v\n%s", graceful, err, childproc.Tail(stderr, 20))
+	}
+	got, _ := applyJSON(t, stdout)
+	data, _ := os.ReadFile(stdout)
+	if n := strings.Count(string(data), `"op":"truncate"`); n != 2 {
+		t.Fatalf("%d truncates on stdout, want 2 (items, docs):\n%s", n, data)
+	}
+	if !strings.Contains(string(data), `"j":{"a":[1,2]}`) {
+		t.Fatalf("stdout has no json value {\"a\":[1,2]}:\n%s", data)
+	}
+	want := map[string]map[string]map[string]any{"public.docs": {}, "public.items": {"2": {"id": float64(2), "v": float64(0)}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("replica (-want +got):\n%s", diff)
+	}
 }

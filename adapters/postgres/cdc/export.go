@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -79,7 +80,7 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 			return Event{}, false, err
 		}
 		w.initial = false
-		w.prog.Tables = append(w.prog.Tables[:0], ts...)
+		w.prog.Tables, w.prog.Listed = append(w.prog.Tables[:0], ts...), len(ts)
 		w.text = w.prog.encode()
 	}
 	if len(w.prog.Tables) == 0 {
@@ -88,6 +89,16 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	}
 	if w.next >= len(w.starts)-1 {
 		w.rows, w.starts = nil, nil
+		if !w.copying {
+			ok, err := c.exportable(ctx)
+			if err != nil {
+				return Event{}, false, err
+			}
+			if !ok { // the rest is read by chunks, as after a restart
+				c.endExport()
+				return Event{}, false, nil
+			}
+		}
 		if !w.eof {
 			if err := c.fetch(ctx); err != nil {
 				return Event{}, false, err
@@ -119,6 +130,46 @@ func (c *conn) exportRow(ctx context.Context) (ev Event, ok bool, err error) {
 	start, end := w.starts[i], w.starts[i+1]
 	return Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{rel: tab.rel, packed: w.rows[start:end:end]},
 		LSN: w.at, Index: -1, TxEnd: w.next == len(w.starts)-1, Cursor: c.cursor(pos)}, true, nil
+}
+
+// exportable locks the first table of the progress (and its partitions)
+// for the rest of the imported snapshot's transaction, and reports whether
+// that snapshot can read its rows: not when the table was rewritten since
+// (ALTER ... TYPE, a volatile default, TRUNCATE: the new files' rows are
+// newer than the snapshot, which would see the table empty), or dropped,
+// or cannot be locked, or its columns as the snapshot has them cannot be
+// read now (a column dropped or renamed since). Then the export ends: the
+// tables left are read by chunks interleaved with the changes, as after a
+// restart.
+func (c *conn) exportable(ctx context.Context) (bool, error) {
+	w := &c.snap
+	t := w.prog.Tables[0]
+	// pg_class as the snapshot sees it, against the files the server uses
+	// now (pg_relation_filenode reads the current catalog).
+	_, err := query(ctx, w.side, "LOCK TABLE "+t.quoted()+" IN ACCESS SHARE MODE")
+	var rewritten [][][]byte
+	if err == nil {
+		// pg_partition_tree has no rows for a table that is not partitioned.
+		rewritten, err = query(ctx, w.side, `SELECT 1 FROM pg_class c
+			WHERE (c.oid = $1::regclass OR c.oid IN (SELECT relid FROM pg_partition_tree($1::regclass)))
+				AND c.relfilenode <> 0 AND c.relfilenode IS DISTINCT FROM pg_relation_filenode(c.oid) LIMIT 1`, t.quoted())
+	}
+	if err == nil && len(rewritten) == 0 {
+		tab, terr := c.snapTable(ctx, t)
+		if terr != nil {
+			return false, terr
+		}
+		// The columns as the snapshot has them, parsed now.
+		_, err = query(ctx, w.side, tab.selectRows("false"))
+	}
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe): // the server refused: the transaction is over
+		return false, nil
+	case err != nil:
+		return false, classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
+	}
+	return len(rewritten) == 0, nil
 }
 
 // fetch reads the next rows of the first table, up to chunkRows of them,
@@ -154,31 +205,45 @@ func (c *conn) fetch(ctx context.Context) error {
 	return nil
 }
 
-// copySelect returns a COPY ... TO STDOUT of the table's published columns
-// in key order, of the rows after the key after (text values; none: from
-// the first) and at most limit of them (0: all).
+// copySelect returns a COPY ... TO STDOUT of the table's published rows
+// and columns in key order, of the rows after the key after (text values;
+// none: from the first) and at most limit of them (0: all).
 func (t *table) copySelect(after []string, limit int) string {
-	cols := make([]string, len(t.cols))
-	for i, n := range t.cols {
-		cols[i] = quoteIdent(n)
-	}
 	keys := make([]string, len(t.keys))
 	for i, n := range t.keys {
 		keys[i] = quoteIdent(n)
 	}
-	q := "COPY (SELECT " + strings.Join(cols, ", ") + " FROM " + t.name.quoted()
+	var where []string
 	if len(after) == len(keys) {
 		vals := make([]string, len(after))
 		for i, v := range after {
 			vals[i] = quoteLiteral(v)
 		}
-		q += " WHERE (" + strings.Join(keys, ", ") + ") > (" + strings.Join(vals, ", ") + ")"
+		where = append(where, "("+strings.Join(keys, ", ")+") > ("+strings.Join(vals, ", ")+")")
 	}
-	q += " ORDER BY " + strings.Join(keys, ", ")
+	q := t.selectRows(where...) + " ORDER BY " + strings.Join(keys, ", ")
 	if limit > 0 {
 		q += " LIMIT " + strconv.Itoa(limit)
 	}
-	return q + ") TO STDOUT"
+	return "COPY (" + q + ") TO STDOUT"
+}
+
+// selectRows returns a SELECT of the table's published columns from its
+// rows that the publication's row filter and every condition of where
+// pass.
+func (t *table) selectRows(where ...string) string {
+	cols := make([]string, len(t.cols))
+	for i, n := range t.cols {
+		cols[i] = quoteIdent(n)
+	}
+	if t.filter != "" {
+		where = append([]string{"(" + t.filter + ")"}, where...)
+	}
+	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.name.quoted()
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	return q
 }
 
 // quoteLiteral quotes s as an SQL string constant, whatever
@@ -443,6 +508,8 @@ func hexDigits(s []byte) (n int, d byte) {
 func (c *conn) endExport() {
 	w := &c.snap
 	w.export, w.rows, w.starts, w.next, w.texts, w.batch = false, nil, nil, 0, "", copyBatch{}
+	w.copying, w.eof, w.reading = false, false, nil
+	clear(w.tabs) // described as of the snapshot
 	if w.side != nil {
 		closeQuietly(context.Background(), w.side)
 		c.setSide(nil)

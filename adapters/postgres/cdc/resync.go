@@ -25,7 +25,9 @@ const defaultResyncPage = 1000
 // to let it go), creates it again, and in the same transaction, at the
 // snapshot of the slot's start, reads every table the publication
 // publishes, pageSize rows at a time (1000 when pageSize ≤ 0), delivering
-// a [ResyncStart], a [Snapshot] event per row and a [ResyncEnd]. The stream
+// a [ResyncStart], a [Snapshot] event per row (as pgoutput would send it:
+// the publication's columns and row filter, no generated column, typed,
+// its key marked) and a [ResyncEnd]. The stream
 // then goes on from the slot's start. Rows deleted in the gap are not
 // replayed: drop what the replay lacks. Nothing is held beyond one page.
 // The ResyncStart and Snapshot events carry a cursor (Index -2) that a
@@ -94,15 +96,12 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 	if err := emit(Event{Op: ResyncStart, LSN: at, Index: -1, Cursor: inReplay}); err != nil {
 		return Cursor{}, err
 	}
-	// The server folds an unquoted name to lower case, as pgoutput does
-	// with publication_names.
-	tables, err := pg.Exec(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = '"+strings.ToLower(s.pub)+"' ORDER BY 1, 2").ReadAll()
+	tables, err := s.publishedTables(ctx, pg)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("cdc: resync: tables of publication %q: %w", s.pub, err)
+		return Cursor{}, fmt.Errorf("cdc: resync: %w", err)
 	}
-	for _, row := range tables[0].Rows {
-		rel := string(row[0]) + "." + string(row[1])
-		if err := replayTable(ctx, pg, rel, quoteIdent(string(row[0]))+"."+quoteIdent(string(row[1])), pageSize, func(ev Event) error {
+	for _, t := range tables {
+		if err := s.replayTable(ctx, pg, t, pageSize, func(ev Event) error {
 			ev.LSN, ev.Index, ev.Cursor = at, -1, inReplay
 			return emit(ev)
 		}); err != nil {
@@ -118,33 +117,27 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 	return cur, nil
 }
 
-// replayTable emits a Snapshot event per row of the table name (quoted: as
-// SQL names it), read by one COPY and handed over pageSize rows at a time.
-func replayTable(ctx context.Context, pg *pgconn.PgConn, name, quoted string, pageSize int, emit func(Event) error) error {
-	rel := &relation{name: name} // names only: a resync's rows mark no key
-	names := pg.Exec(ctx, "SELECT * FROM "+quoted+" LIMIT 0")
-	for names.NextResult() { // ReadAll keeps the columns of a result with rows only
-		for _, f := range names.ResultReader().FieldDescriptions() {
-			rel.names = append(rel.names, f.Name)
-		}
-		_, _ = names.ResultReader().Close()
+// replayTable emits a Snapshot event per row of table t as the
+// publication publishes it (see published), read by one COPY and handed
+// over pageSize rows at a time.
+func (s *Source) replayTable(ctx context.Context, pg *pgconn.PgConn, t tableName, pageSize int, emit func(Event) error) error {
+	tab, err := s.published(ctx, pg, t)
+	if err != nil {
+		return fmt.Errorf("cdc: resync: %w", err)
 	}
-	if err := names.Close(); err != nil {
-		return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
-	}
-	if err := startCopy(pg, "COPY (SELECT * FROM "+quoted+") TO STDOUT"); err != nil {
-		return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
+	if err := startCopy(pg, "COPY ("+tab.selectRows()+") TO STDOUT"); err != nil {
+		return fmt.Errorf("cdc: resync: reading %s: %w", t, err)
 	}
 	var b copyBatch
 	for eof := false; !eof; {
-		rows, end, err := b.read(ctx, pg, len(rel.names), pageSize)
+		rows, end, err := b.read(ctx, pg, len(tab.cols), pageSize)
 		if err != nil {
-			return fmt.Errorf("cdc: resync: reading %s: %w", name, err)
+			return fmt.Errorf("cdc: resync: reading %s: %w", t, err)
 		}
 		eof = end
 		for i := range len(b.starts) - 1 {
 			row := rows[b.starts[i]:b.starts[i+1]:b.starts[i+1]]
-			if err := emit(Event{Op: Snapshot, Relation: name, New: Tuple{rel: rel, packed: row}}); err != nil {
+			if err := emit(Event{Op: Snapshot, Relation: tab.rel.name, New: Tuple{rel: tab.rel, packed: row}}); err != nil {
 				return err // the COPY is left unread: the connection is closed
 			}
 		}

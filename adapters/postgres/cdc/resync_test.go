@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -138,5 +140,78 @@ func TestResyncMixedCasePublication(t *testing.T) {
 	})
 	if err != nil || len(got) != 20 {
 		t.Fatalf("Run() = %v after %d snapshot rows (%s), want 20", err, len(got), fmt.Sprint(got))
+	}
+}
+
+// TestSnapshotRowsAsPublished: a resync's replay, the first pass and the
+// chunks deliver what pgoutput would: the publication's column list
+// (secret left out) and row filter (v > 2), no generated column, and the
+// key flags of the key's columns.
+func TestSnapshotRowsAsPublished(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		resync    bool // a resync's replay; else WithSnapshot
+		slotFirst bool // WithSnapshot with the slot there: read by chunks
+	}{
+		{name: "resync", resync: true},
+		{name: "first pass"},
+		{name: "chunks", slotFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := pgtest.NewDB(t)
+			slot := fmt.Sprintf("pubrows_%d", replSlots.Add(1))
+			replExec(t, dsn,
+				"CREATE TABLE sec (id int PRIMARY KEY, v int, secret text)",
+				"CREATE TABLE gen (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",
+				"INSERT INTO sec SELECT g, g, 's' || g FROM generate_series(1, 5) g",
+				"INSERT INTO gen (id, v) SELECT g, g FROM generate_series(1, 2) g",
+				"CREATE PUBLICATION pub FOR TABLE sec (id, v) WHERE (v > 2), gen")
+			t.Cleanup(func() { awaitInactive(t, dsn, slot) })
+			if tt.slotFirst {
+				replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+			}
+			var opts []cdc.SourceOption
+			if !tt.resync {
+				opts = append(opts, cdc.WithSnapshot(2))
+			}
+			src, err := cdc.NewSource(dsn, slot, "pub", opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start, sopts := cdc.Cursor{}, []stream.Option(nil)
+			if tt.resync {
+				start, sopts = foreign(slot), []stream.Option{stream.WithResync(cdc.Resync(src, 2))}
+			}
+			r, err := cdc.NewResumer(src, cursor.NewMemory(start), sopts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
+				if ev.Op != cdc.Snapshot {
+					return nil
+				}
+				row := ev.Relation
+				for i := range ev.New.Len() {
+					name, v, _ := ev.New.Column(i)
+					if ev.New.Key(i) {
+						name = "*" + name
+					}
+					row += " " + name + "=" + string(v)
+				}
+				if got = append(got, row); len(got) == 5 {
+					return stream.ErrStop
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			want := []string{"public.gen *id=1 v=1", "public.gen *id=2 v=2", "public.sec *id=3 v=3", "public.sec *id=4 v=4", "public.sec *id=5 v=5"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("snapshot rows (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -100,10 +101,21 @@ func (t tableName) String() string { return t[0] + "." + t[1] }
 func (t tableName) quoted() string { return quoteIdent(t[0]) + "." + quoteIdent(t[1]) }
 
 // progress is the state of the snapshot and the backfills of a stream, as a
-// Cursor's Snapshot holds it (JSON).
+// Cursor's Snapshot holds it (JSON): the tables left, the first being read,
+// and the key of the last row delivered of it.
+//
+// The first Listed tables are the publication's, in the order
+// publishedTables lists them: a cursor names only the first of them
+// ("p"), the others being the published tables listed after it, listed
+// again after a restart (expand); the tables after them (backfills) are
+// named each ("t"). So a cursor stays small whatever the number of
+// tables: every row's cursor carries its progress. A cursor that names
+// every table ("t" alone, as earlier versions wrote) is read as well.
 type progress struct {
-	Tables []tableName `json:"t"`           // tables to read; the first is being read
-	After  []string    `json:"k,omitempty"` // key of the last row delivered of Tables[0]; none: from the first
+	Tables []tableName // tables to read; the first is being read
+	After  []string    // key of the last row delivered of Tables[0]; none: from the first
+	Listed int         // how many of Tables, from the first, are the publication's
+	expand bool        // read from a cursor: the publication's tables after Tables[0] are still to be listed
 }
 
 // encode returns p as a Cursor's Snapshot: empty when nothing is left.
@@ -113,18 +125,26 @@ func (p progress) encode() string {
 	}
 	// As json.Marshal writes it, without its reflection: once per row.
 	b := make([]byte, 0, 64)
-	b = append(b, `{"t":[`...)
-	for i, t := range p.Tables {
-		if i > 0 {
+	b = append(b, '{')
+	named := p.Tables
+	if p.Listed > 0 {
+		b = append(b, `"p":`...)
+		b = appendTable(b, p.Tables[0])
+		named = p.Tables[p.Listed:]
+	}
+	if len(named) > 0 {
+		if p.Listed > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		b = appendJSONText(b, t[0])
-		b = append(b, ',')
-		b = appendJSONText(b, t[1])
+		b = append(b, `"t":[`...)
+		for i, t := range named {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendTable(b, t)
+		}
 		b = append(b, ']')
 	}
-	b = append(b, ']')
 	if len(p.After) > 0 {
 		b = append(b, `,"k":[`...)
 		for i, k := range p.After {
@@ -138,10 +158,48 @@ func (p progress) encode() string {
 	return string(append(b, '}'))
 }
 
+// appendTable appends t as a JSON array of its schema and name.
+func appendTable(b []byte, t tableName) []byte {
+	b = append(b, '[')
+	b = appendJSONText(b, t[0])
+	b = append(b, ',')
+	b = appendJSONText(b, t[1])
+	return append(b, ']')
+}
+
+// expanded returns p with the tables of listed (the publication's, in
+// order) that follow its first table inserted after it, when p was read
+// from a cursor that named only the first.
+func (p progress) expanded(listed []tableName) progress {
+	if !p.expand {
+		return p
+	}
+	tables := []tableName{p.Tables[0]}
+	for _, t := range listed {
+		if cmpTable(t, p.Tables[0]) > 0 && !slices.Contains(p.Tables, t) {
+			tables = append(tables, t)
+		}
+	}
+	p.Listed = len(tables)
+	p.Tables = append(tables, p.Tables[1:]...)
+	p.expand = false
+	return p
+}
+
+// cmpTable orders table names as publishedTables lists them: by schema,
+// then name, byte by byte (the collation of the type name).
+func cmpTable(a, b tableName) int {
+	if c := strings.Compare(a[0], b[0]); c != 0 {
+		return c
+	}
+	return strings.Compare(a[1], b[1])
+}
+
 // prefix returns the encoding of p up to its key's first value: a key is
 // appended to it by progressAt.
 func (p progress) prefix() string {
-	q := progress{Tables: p.Tables, After: []string{""}}
+	q := p
+	q.After = []string{""}
 	s := q.encode()
 	return s[:len(s)-len(`""]}`)]
 }
@@ -169,8 +227,18 @@ func decodeProgress(s string) (progress, error) {
 	if s == "" {
 		return p, nil
 	}
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
+	var wire struct {
+		First  *tableName  `json:"p"`
+		Tables []tableName `json:"t"`
+		After  []string    `json:"k"`
+	}
+	if err := json.Unmarshal([]byte(s), &wire); err != nil {
 		return p, fmt.Errorf("cdc: cursor's snapshot progress %q: %w", s, err)
+	}
+	p.Tables, p.After = wire.Tables, wire.After
+	if wire.First != nil {
+		p.Tables = append([]tableName{*wire.First}, wire.Tables...)
+		p.Listed, p.expand = 1, true
 	}
 	return p, nil
 }
@@ -182,6 +250,7 @@ func (p progress) has(t tableName) bool { return slices.Contains(p.Tables, t) }
 type table struct {
 	name   tableName
 	cols   []string // the published columns, in order
+	filter string   // the publication's row filter (SQL); empty: none
 	keys   []string // the key columns, in key order
 	keyIdx []int    // the positions of the key columns among cols
 	rel    *relation
@@ -232,17 +301,32 @@ func closeQuietly(ctx context.Context, pg *pgconn.PgConn) {
 	_ = pg.Close(cctx)
 }
 
-// query runs sql with text params on pg and returns its rows.
+// query runs sql on pg, each $n in it replaced by params[n-1] as an SQL
+// string constant, by the simple protocol (a replication connection speaks
+// no other), and returns the rows of its last statement.
 func query(ctx context.Context, pg *pgconn.PgConn, sql string, params ...string) ([][][]byte, error) {
-	args := make([][]byte, len(params))
-	for i, p := range params {
-		args[i] = []byte(p)
+	if len(params) > 0 {
+		var b strings.Builder
+		for i := 0; i < len(sql); i++ {
+			j := i + 1
+			for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
+				j++
+			}
+			n, err := strconv.Atoi(sql[i+1 : j])
+			if sql[i] != '$' || err != nil || n < 1 || n > len(params) {
+				b.WriteByte(sql[i])
+				continue
+			}
+			b.WriteString(quoteLiteral(params[n-1]))
+			i = j - 1
+		}
+		sql = b.String()
 	}
-	res := pg.ExecParams(ctx, sql, args, nil, nil, nil).Read()
-	if res.Err != nil {
-		return nil, res.Err
+	res, err := pg.Exec(ctx, sql).ReadAll()
+	if err != nil || len(res) == 0 {
+		return nil, err
 	}
-	return res.Rows, nil
+	return res[len(res)-1].Rows, nil
 }
 
 // resolveTable finds the table name names.
@@ -264,19 +348,38 @@ var errNoTable = errors.New("cdc: no such table")
 // does not publish (any longer).
 var errNotPublished = fmt.Errorf("not published: %w", ErrInvalid)
 
-// describe reads what a chunk needs to know of t: its published columns and
-// its key. It fails with an error matching ErrInvalid when t is not
-// published or has no key, and errNoTable when it is gone.
+// describe reads what a chunk needs to know of t: its published columns,
+// its row filter and its key, the key columns of its replica identity
+// index (not the columns an INCLUDE adds). It fails with an error matching
+// ErrInvalid when t is not published or has no key, and errNoTable when it
+// is gone.
 func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (*table, error) {
+	tab, err := s.published(ctx, pg, t)
+	if err != nil {
+		return nil, err
+	}
+	if len(tab.keys) == 0 {
+		return nil, fmt.Errorf("table %s has no primary key or replica identity index among its published columns: %w", t, ErrInvalid)
+	}
+	return tab, nil
+}
+
+// published reads t as the publication publishes it, as pgoutput sends its
+// rows: the columns of its column list but generated ones, its row filter,
+// and its key (none when it has neither a primary key nor a replica
+// identity index among those columns). It fails with an error matching
+// ErrInvalid when t is not published, and errNoTable when it is gone.
+func (s *Source) published(ctx context.Context, pg *pgconn.PgConn, t tableName) (*table, error) {
 	rows, err := query(ctx, pg, `SELECT a.attname, a.atttypid::int8, a.atttypmod::int8,
-		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)
+		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum AND k.n <= i.indnkeyatts), 0),
+		coalesce(p.rowfilter, '')
 	FROM pg_publication_tables p
 	JOIN pg_namespace n ON n.nspname = p.schemaname
 	JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
 	JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attname = ANY(p.attnames)
-	LEFT JOIN LATERAL (SELECT indkey FROM pg_index WHERE indrelid = c.oid AND (indisreplident OR indisprimary) ORDER BY indisreplident DESC LIMIT 1) i ON true
+	LEFT JOIN LATERAL (SELECT indkey, indnkeyatts FROM pg_index WHERE indrelid = c.oid AND (indisreplident OR indisprimary) ORDER BY indisreplident DESC LIMIT 1) i ON true
 	WHERE p.pubname = $1 AND p.schemaname = $2 AND p.tablename = $3
-	ORDER BY a.attnum`, s.pub, t[0], t[1])
+	ORDER BY a.attnum`, s.pubname(), t[0], t[1])
 	if err != nil {
 		return nil, classify(fmt.Errorf("describing %s: %w", t, err))
 	}
@@ -290,7 +393,7 @@ func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (
 		}
 		return nil, fmt.Errorf("table %s, publication %q: %w", t, s.pub, errNotPublished)
 	}
-	tab := &table{name: t, rel: &relation{name: t.String()}}
+	tab := &table{name: t, rel: &relation{name: t.String()}, filter: string(rows[0][4])}
 	keyAt := map[int]string{}
 	for _, r := range rows {
 		name := string(r[0])
@@ -313,16 +416,22 @@ func (s *Source) describe(ctx context.Context, pg *pgconn.PgConn, t tableName) (
 		}
 		tab.keys = append(tab.keys, k)
 	}
-	if len(tab.keys) == 0 || len(tab.keys) != len(keyAt) {
-		return nil, fmt.Errorf("table %s has no primary key or replica identity index among its published columns: %w", t, ErrInvalid)
+	if len(tab.keys) != len(keyAt) { // a key column left out of the column list
+		tab.keys = nil
+		clear(tab.rel.key)
 	}
 	tab.keyIdx = tab.keyIndex()
 	return tab, nil
 }
 
+// pubname returns the publication's name as the catalog holds it: the
+// server folds an unquoted name to lower case, as pgoutput does with
+// publication_names.
+func (s *Source) pubname() string { return strings.ToLower(s.pub) }
+
 // publishedTables lists the tables the publication publishes.
 func (s *Source) publishedTables(ctx context.Context, pg *pgconn.PgConn) ([]tableName, error) {
-	rows, err := query(ctx, pg, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2", s.pub)
+	rows, err := query(ctx, pg, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2", s.pubname())
 	if err != nil {
 		return nil, classify(fmt.Errorf("cdc: tables of publication %q: %w", s.pub, err))
 	}

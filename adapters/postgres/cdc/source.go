@@ -230,19 +230,21 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // for: the first Open that finds it active fails with an error saying so
 // (retried by the stream, which logs it), and the next one waits, polling
 // with a growing delay up to the status interval, until it takes the slot
-// or ctx ends. Nothing is loaded or written while it waits.
+// or ctx ends. Nothing is loaded or written while it waits. A slot the
+// server invalidated (wal_status lost, or an invalidation reason) is never
+// waited on: Open fails with an error matching [stream.ErrSourceChanged]
+// naming the reason, whatever the cursor.
 //
 // With a zero cursor (a stream that handled nothing), a missing slot is
 // created (never a temporary one), and the stream starts where the slot
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
 // server's system identifier or timeline is not the cursor's, when the
-// slot is missing or lost (the server removed WAL it needed), when the
-// slot's confirmed_flush_lsn lies beyond the cursor (the slot was
-// recreated, or moved by another consumer): changes between them are gone,
-// or when the cursor is inside a resync's replay. A slot that is not a
-// permanent pgoutput slot of the database, and errors of privileges or of
-// missing objects, are [errclass.Permanent].
+// slot is missing, when the slot's confirmed_flush_lsn lies beyond the
+// cursor (the slot was recreated, or moved by another consumer): changes
+// between them are gone, or when the cursor is inside a resync's replay. A
+// slot that is not a permanent pgoutput slot of the database, and errors
+// of privileges or of missing objects, are [errclass.Permanent].
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
 		return nil, errclass.Permanent(err)
@@ -333,6 +335,11 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	}
 	if found {
 		if err := st.usable(s.slot, sys.DBName); err != nil {
+			return nil, err
+		}
+		// Before waiting on it as a standby: a slot the server can no
+		// longer serve is never waited on.
+		if err := st.valid(s.slot, after); err != nil {
 			return nil, err
 		}
 		if st.activePID != "" {
@@ -474,6 +481,8 @@ func (id identity) matches(c Cursor) bool {
 type slotState struct {
 	plugin, kind, database string
 	walStatus              string // reserved, extended, unreserved or lost
+	invalidation           string // invalidation_reason (PostgreSQL 17); empty: none, or an older server
+	conflicting            bool   // invalidated by a conflict with recovery (PostgreSQL 16)
 	activePID              string // the server process holding the slot; empty: none
 	temporary              bool
 	confirmed              pglogrepl.LSN
@@ -483,7 +492,10 @@ type slotState struct {
 // when there is none.
 func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState, found bool, err error) {
 	// The slot's name was checked by NewSource: it needs no quoting.
-	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, ''), coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '" + s.slot + "'"
+	// conflicting (16) and invalidation_reason (17) are read through
+	// to_jsonb: absent on older servers, they read as empty.
+	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, ''), coalesce(active_pid::text, ''), " +
+		"coalesce(to_jsonb(s)->>'invalidation_reason', ''), coalesce(to_jsonb(s)->>'conflicting', '') FROM pg_replication_slots s WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
@@ -492,10 +504,11 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
-	if len(row) != 7 {
+	if len(row) != 9 {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %d columns", s.slot, len(row))
 	}
-	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5]), activePID: string(row[6])}
+	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5]), activePID: string(row[6]),
+		invalidation: string(row[7]), conflicting: string(row[8]) == "true"}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
@@ -511,12 +524,29 @@ func (st slotState) usable(slot, db string) error {
 	return nil
 }
 
-// check refuses a slot that is lost, or whose confirmed position is beyond
-// after.
-func (st slotState) check(slot string, after Cursor) error {
-	if !after.fresh() && st.walStatus == "lost" {
-		return fmt.Errorf("cdc: slot %q: was usable at cursor %v, now lost (the server removed WAL it needed: max_slot_wal_keep_size): %w", slot, after, stream.ErrSourceChanged)
+// valid refuses, with stream.ErrSourceChanged naming the reason, a slot
+// the server invalidated: whatever the cursor (a fresh one included), the
+// server refuses to stream it, and only recreating it (see [Resync]) helps.
+func (st slotState) valid(slot string, after Cursor) error {
+	var why string
+	switch {
+	case st.invalidation != "":
+		why = "invalidation_reason " + st.invalidation
+	case st.conflicting:
+		why = "conflicting with recovery: rows it needed were removed"
+	case st.walStatus == "lost":
+		why = "wal_status lost: the server removed WAL it needed (max_slot_wal_keep_size)"
+	default:
+		return nil
 	}
+	if after.fresh() { // the Store is loaded only once the slot is taken
+		return fmt.Errorf("cdc: slot %q: was usable, now invalidated (%s): %w", slot, why, stream.ErrSourceChanged)
+	}
+	return fmt.Errorf("cdc: slot %q: was usable at cursor %v, now invalidated (%s): %w", slot, after, why, stream.ErrSourceChanged)
+}
+
+// check refuses a slot whose confirmed position is beyond after.
+func (st slotState) check(slot string, after Cursor) error {
 	if !after.fresh() && st.confirmed > after.LSN {
 		return fmt.Errorf("cdc: slot %q: confirmed_flush_lsn was at most %v (cursor %v), now %v: %w", slot, after.LSN, after, st.confirmed, stream.ErrSourceChanged)
 	}

@@ -439,6 +439,46 @@ func TestReplSlotDropped(t *testing.T) {
 	}
 }
 
+// TestReplSlotInvalidated invalidates the slot (max_slot_wal_keep_size:
+// wal_status lost) after the stream saved a cursor: the next run stops with
+// ErrSourceChanged naming the reason, and never waits on it as a standby.
+func TestReplSlotInvalidated(t *testing.T) {
+	srv := pgtest.Start(t, pgtest.Options{Settings: map[string]string{"max_slot_wal_keep_size": "'1MB'"}})
+	dsn := srv.CreateDB(t)
+	slot := replSetup(t, dsn)
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 10) g")
+	store := cursor.NewMemory(cdc.Cursor{})
+	if _, err := replRun(t, dsn, slot, store, 3); err != nil {
+		t.Fatal(err)
+	}
+	awaitInactive(t, dsn, slot)
+	// WAL beyond the slot's, in other segments, removed at a checkpoint.
+	replUntil(t, "the slot to be lost", func() bool {
+		replExec(t, dsn, "INSERT INTO other (note) VALUES ('x')", "SELECT pg_switch_wal()", "CHECKPOINT")
+		var status string
+		conn, err := pgx.Connect(pgtest.Ctx(t), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if err := conn.QueryRow(pgtest.Ctx(t), "SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		return status == "lost"
+	})
+	for _, tt := range []struct {
+		name  string
+		store cursor.Store[cdc.Cursor]
+	}{
+		{name: "saved cursor", store: store},
+		{name: "fresh stream", store: cursor.NewMemory(cdc.Cursor{})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			replChanged(t, dsn, slot, tt.store, `slot "`+slot+`": was usable, now invalidated (wal_status lost`)
+		})
+	}
+}
+
 // dropSlot drops slot once the stream that used it has let it go.
 func dropSlot(t *testing.T, dsn, slot string) {
 	t.Helper()

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -100,7 +101,7 @@ func (t Tuple) Value(i int) (any, error) {
 
 // MarshalJSON encodes the tuple as a JSON object of its columns by name:
 // integers, floats and booleans as JSON numbers and booleans, json and
-// jsonb as their JSON, NULL as null, an unchanged TOASTed value as
+// jsonb as their JSON (json compacted: the whole is one line), NULL as null, an unchanged TOASTed value as
 // {"unchanged":true}, and every other type (numeric, timestamps, uuid,
 // arrays, ...) as a JSON string of PostgreSQL's text form, which keeps
 // numeric exact. An old row holding only its replica identity (REPLICA
@@ -161,9 +162,14 @@ func (t Tuple) appendValue(buf []byte, i int, data []byte, kind byte) ([]byte, e
 			return append(buf, "true"...), nil
 		}
 		return append(buf, "false"...), nil
-	case pgtype.JSONOID, pgtype.JSONBOID:
+	case pgtype.JSONBOID:
 		if json.Valid(data) {
 			return append(buf, data...), nil
+		}
+	case pgtype.JSONOID: // kept as written: compacted, so that the tuple's JSON is one line
+		var b bytes.Buffer
+		if json.Compact(&b, data) == nil {
+			return append(buf, b.Bytes()...), nil
 		}
 	}
 	return appendJSONString(buf, data), nil

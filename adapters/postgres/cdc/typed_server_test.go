@@ -2,7 +2,10 @@ package cdc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +225,113 @@ func TestSnapshotColumnsMatchChanges(t *testing.T) {
 	}
 	if len(snap) != 4 || snap[3].JSON != `{"id":1,"v":"1.50","note":null}` {
 		t.Fatalf("snapshot row = %+v, want id, v, note", snap)
+	}
+}
+
+// The key of a table whose primary key INCLUDEs a column is the key
+// columns only, in the first pass, in chunks and in changes alike: a chunk
+// matched by (id, v) keeps a row an update of v made stale.
+func TestSnapshotKeyInclude(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		slotFirst bool // the slot exists: the rows are read by chunks
+	}{
+		{name: "first pass"},
+		{name: "chunks", slotFirst: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dsn := pgtest.NewDB(t)
+			slot := snapSetupPub(t, dsn, 0, "CREATE PUBLICATION pub FOR TABLE items")
+			replExec(t, dsn,
+				"CREATE TABLE inc (id int, v int, PRIMARY KEY (id) INCLUDE (v))",
+				"INSERT INTO inc SELECT g, g FROM generate_series(1, 5) g",
+				"ALTER PUBLICATION pub ADD TABLE inc")
+			if tt.slotFirst {
+				replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
+			}
+			src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := func(tu cdc.Tuple) string {
+				var k []string
+				for i := range tu.Len() {
+					if name, _, _ := tu.Column(i); tu.Key(i) {
+						k = append(k, name)
+					}
+				}
+				return strings.Join(k, ",")
+			}
+			got := map[string]int{}
+			n := 0
+			err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
+				got[ev.Op.String()+" "+keys(ev.New)]++
+				switch n++; {
+				case n == 5:
+					replExec(t, dsn, "INSERT INTO inc VALUES (6, 6)")
+				case ev.Op == cdc.Insert:
+					return stream.ErrStop
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(map[string]int{"SNAPSHOT id": 5, "INSERT id": 1}, got); diff != "" {
+				t.Fatalf("key columns by event (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSnapshotTypesPerChunk changes a column's type while a table is read
+// by chunks: every row carries the type it was read with, so that Type,
+// Value and MarshalJSON agree with its text.
+func TestSnapshotTypesPerChunk(t *testing.T) {
+	const rows = 100
+	dsn := pgtest.NewDB(t)
+	slot := snapSetupPub(t, dsn, rows, "CREATE PUBLICATION pub FOR TABLE items")
+	replExec(t, dsn, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')") // present: read by chunks
+	src, err := cdc.NewSource(dsn, slot, "pub", cdc.WithSnapshot(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, texts := 0, 0
+	err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev cdc.Event) error {
+		if ev.Op != cdc.Snapshot {
+			return fmt.Errorf("%v event during the snapshot", ev.Op)
+		}
+		if n++; n == 1 { // between two chunks, whichever the stream has read
+			replExec(t, dsn, "ALTER TABLE items ALTER COLUMN v TYPE text USING 'x' || v")
+		}
+		v, _ := ev.New.Get("v")
+		oid, _ := ev.New.Type(1)
+		val, verr := ev.New.Value(1)
+		j, jerr := ev.New.MarshalJSON()
+		want := uint32(23) // int4
+		if strings.HasPrefix(string(v), "x") {
+			want, texts = 25, texts+1 // text
+		}
+		if oid != want || verr != nil || jerr != nil || !json.Valid(j) {
+			return fmt.Errorf("row v=%s: Type() = %d, want %d; Value() = %v, %v; MarshalJSON() = %s, %v", v, oid, want, val, verr, j, jerr)
+		}
+		if n == rows {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if texts == 0 {
+		t.Fatal("no row read after the ALTER")
 	}
 }
