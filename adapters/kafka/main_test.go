@@ -180,6 +180,18 @@ func (l *log) len() int {
 	return len(l.all)
 }
 
+func (l *log) count(member string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, h := range l.all {
+		if h.member == member {
+			n++
+		}
+	}
+	return n
+}
+
 func (l *log) snapshot() []handled {
 	l.mu.Lock()
 	defer l.mu.Unlock()
