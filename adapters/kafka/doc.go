@@ -10,8 +10,9 @@
 // Rules of use:
 //   - The group's committed offsets are the Store. A partition's commit is
 //     the end of its contiguous prefix of handled (or parked) records,
-//     never beyond an unfinished one: at-least-once, never a skip. Commits
-//     go out every [WithCommitInterval] and when a partition is released.
+//     never beyond an unfinished one: at-least-once, never a skip. A commit
+//     goes out as soon as a prefix moved, one at a time, at most one per
+//     [WithCommitInterval], and when a partition is released.
 //   - Records of one key ([Key], the default order key) go to the handler
 //     one at a time, in offset order; other keys overlap up to the
 //     concurrency. A partition whose fetched records fill

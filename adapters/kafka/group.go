@@ -116,8 +116,8 @@ func (g *Group) Run(ctx context.Context, handle func(ctx context.Context, r *kgo
 	if ctx == nil || handle == nil {
 		return invalid("Group.Run: nil context or handler")
 	}
-	m := &member{g: g, handle: handle, opts: opts, parts: make(map[topicPartition]*partition)}
-	if _, err := m.resumer(newPartition(nil, "", 0, 1)); err != nil {
+	m := &member{g: g, handle: handle, opts: opts, parts: make(map[topicPartition]*partition), saved: make(chan struct{}, 1)}
+	if _, err := m.resumer(newPartition(nil, topicPartition{}, 1, func() {})); err != nil {
 		return err
 	}
 	if !g.running.CompareAndSwap(false, true) {
@@ -169,6 +169,7 @@ type member struct {
 	stopPoll context.CancelFunc
 	wg       sync.WaitGroup // the partitions' Resumers
 	commitMu sync.Mutex     // one commit at a time: none goes backwards
+	saved    chan struct{}  // a partition's saved offset moved
 
 	mu        sync.Mutex
 	parts     map[topicPartition]*partition
@@ -287,7 +288,7 @@ func (m *member) end(err error) {
 func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for t, ids := range assigned {
 		for _, id := range ids {
-			p := newPartition(cl, t, id, m.g.cfg.fetchBuffer)
+			p := newPartition(cl, topic(t, id), m.g.cfg.fetchBuffer, m.onSave)
 			r, err := m.resumer(p)
 			if err != nil { // refused when Run started: not here
 				m.end(err)
@@ -396,16 +397,24 @@ func (m *member) lose(lost map[string][]int32) {
 	m.g.stats.lost.Add(uint64(len(parts)))
 }
 
-// commitEvery commits the partitions' handled prefixes every commit
-// interval until done is closed.
+func (m *member) onSave() {
+	select {
+	case m.saved <- struct{}{}:
+	default:
+	}
+}
+
+// commitEvery commits the partitions' handled prefixes as they move, one
+// commit at a time and at most one per commit interval, until done is
+// closed.
 func (m *member) commitEvery(cl *kgo.Client, done <-chan struct{}) {
-	t := time.NewTicker(m.g.cfg.commitInterval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-t.C:
+		case <-m.saved:
 		}
 		m.mu.Lock()
 		parts := make([]*partition, 0, len(m.parts))
@@ -413,7 +422,17 @@ func (m *member) commitEvery(cl *kgo.Client, done <-chan struct{}) {
 			parts = append(parts, p)
 		}
 		m.mu.Unlock()
-		_ = m.commit(cl, parts) // a failure is retried at the next tick, or at the revoke
+		if err := m.commit(cl, parts); err != nil {
+			m.onSave() // retried after the interval, or at the revoke
+		}
+		if d := m.g.cfg.commitInterval; d > 0 {
+			t.Reset(d)
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // Defaults of the options.
 const (
 	defaultDrainTimeout   = 20 * time.Second
-	defaultCommitInterval = time.Second
+	defaultCommitInterval = 100 * time.Millisecond
 	defaultFetchBuffer    = 256
 )
 
@@ -85,15 +85,18 @@ func WithDrainTimeout(d time.Duration) Option {
 	})
 }
 
-// WithCommitInterval sets how often the offsets of the partitions' handled
-// prefixes are committed to the group while it runs; a revoked partition
-// and every partition at the end of Run are committed at once, whatever d.
-// After a crash, up to d of handled records are delivered again. Default
-// 1s; d ≤ 0 makes NewGroup fail.
+// WithCommitInterval sets the least time between two commits of the
+// partitions' handled prefixes while the group runs: a commit goes out as
+// soon as a prefix moved, one at a time, and then waits d. A revoked
+// partition and every partition at the end of Run are committed at once,
+// whatever d. After a crash, the records handled in the last d (plus one
+// commit's round trip, plus the window) are delivered again. Default
+// 100ms; 0 commits as often as one commit in flight allows; a negative d
+// makes NewGroup fail.
 func WithCommitInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.fail("WithCommitInterval(%v): want a positive duration", d)
+		if d < 0 {
+			c.fail("WithCommitInterval(%v): negative", d)
 			return
 		}
 		c.commitInterval = d

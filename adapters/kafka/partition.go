@@ -36,13 +36,14 @@ type partition struct {
 	committed int64 // the offset last committed; -1: none
 	wake      chan struct{}
 
+	onSave func()             // tells the committer that saved moved
 	cancel context.CancelFunc // ends the Resumer's Run at once
 	done   chan struct{}      // closed when the Resumer's Run returned
 }
 
-func newPartition(cl *kgo.Client, topic string, id int32, buffer int) *partition {
-	return &partition{cl: cl, topic: topic, id: id, buffer: buffer, next: -1, saved: -1, committed: -1,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newPartition(cl *kgo.Client, tp topicPartition, buffer int, onSave func()) *partition {
+	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1,
+		wake: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
 }
 
 func (p *partition) signal() {
@@ -183,13 +184,18 @@ func (p *partition) Load(ctx context.Context) (int64, error) {
 	return -1, ctx.Err()
 }
 
-// Save records that every record up to offset c was handled.
+// Save records that every record up to offset c was handled, for the
+// committer.
 func (p *partition) Save(_ context.Context, c int64) error {
 	p.mu.Lock()
-	if !p.lost && c >= 0 && c+1 > p.saved {
+	moved := !p.lost && c >= 0 && c+1 > p.saved
+	if moved {
 		p.saved = c + 1
 	}
 	p.mu.Unlock()
+	if moved {
+		p.onSave()
+	}
 	return nil
 }
 
