@@ -24,6 +24,10 @@ const commitTimeout = 10 * time.Second
 // pollRecords is the most records one poll takes.
 const pollRecords = 1000
 
+// stuckAfter is how long the poll loop waits for a full partition's stream
+// to read before it pauses fetching the partition.
+const stuckAfter = 100 * time.Millisecond
+
 // errRunning is returned by Run while another Run of the Group is in
 // progress.
 var errRunning = errors.New("kafka: Group.Run already in progress")
@@ -216,6 +220,7 @@ func (m *member) resumer(p *partition) (*stream.Resumer[*kgo.Record, int64], err
 // poll feeds fetched records to their partitions until ctx ends.
 func (m *member) poll(ctx context.Context, cl *kgo.Client) {
 	for {
+		m.waitForRoom(ctx)
 		fs := cl.PollRecords(ctx, pollRecords)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
@@ -228,6 +233,31 @@ func (m *member) poll(ctx context.Context, cl *kgo.Client) {
 				p.push(f.Records)
 			}
 		})
+	}
+}
+
+// waitForRoom waits a little for the streams of full partitions to read,
+// then pauses fetching those still full. Polling while the handlers keep
+// up, and pausing only the partitions that do not, spares the refetch a
+// pause costs.
+func (m *member) waitForRoom(ctx context.Context) {
+	m.mu.Lock()
+	var full []*partition
+	for _, p := range m.parts {
+		if p.full() {
+			full = append(full, p)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range full {
+		t := time.NewTimer(stuckAfter)
+		select {
+		case <-p.room:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		p.pauseIfFull()
 	}
 }
 

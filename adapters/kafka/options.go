@@ -13,7 +13,7 @@ import (
 const (
 	defaultDrainTimeout   = 20 * time.Second
 	defaultCommitInterval = 100 * time.Millisecond
-	defaultFetchBuffer    = 256
+	defaultFetchBuffer    = 512
 )
 
 // Option configures a [Group]. Options are made by the With functions of
@@ -104,10 +104,12 @@ func WithCommitInterval(d time.Duration) Option {
 }
 
 // WithFetchBuffer sets how many fetched records of one partition may wait
-// for its stream to read them: at n, fetching that partition pauses
-// (kgo's PauseFetchPartitions) until half of them were read. With the
-// stream's window (stream.WithWindow) it bounds a partition's memory.
-// Default 256; n < 1 makes NewGroup fail.
+// for its stream to read them: at n the member stops polling until the
+// stream reads one, and when it has not within 100ms, fetching that
+// partition pauses (kgo's PauseFetchPartitions) until half of them were
+// read, so that the other partitions go on. With one poll (at most 1,000
+// records) and the stream's window (stream.WithWindow) it bounds a
+// partition's memory. Default 512; n < 1 makes NewGroup fail.
 func WithFetchBuffer(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {

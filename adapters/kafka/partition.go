@@ -27,14 +27,15 @@ type partition struct {
 	mu        sync.Mutex
 	queue     []*kgo.Record // fetched, not yet read; queue[head:] is live
 	head      int
-	ferr      error // a fetch error, handed over once the queue is read
-	next      int64 // the next offset expected from the poll loop; -1: any
-	paused    bool  // fetching is paused for this partition
-	stopped   bool  // revoked, lost or the end of Run: Recv ends
-	lost      bool  // lost: nothing more is committed
-	saved     int64 // the offset to commit (the next to read); -1: none
-	committed int64 // the offset last committed; -1: none
-	wake      chan struct{}
+	ferr      error         // a fetch error, handed over once the queue is read
+	next      int64         // the next offset expected from the poll loop; -1: any
+	paused    bool          // fetching is paused for this partition
+	stopped   bool          // revoked, lost or the end of Run: Recv ends
+	lost      bool          // lost: nothing more is committed
+	saved     int64         // the offset to commit (the next to read); -1: none
+	committed int64         // the offset last committed; -1: none
+	wake      chan struct{} // a record or an end for Recv
+	room      chan struct{} // the queue fell below the buffer
 
 	onSave func()             // tells the committer that saved moved
 	cancel context.CancelFunc // ends the Resumer's Run at once
@@ -43,7 +44,7 @@ type partition struct {
 
 func newPartition(cl *kgo.Client, tp topicPartition, buffer int, onSave func()) *partition {
 	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1,
-		wake: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
 }
 
 func (p *partition) signal() {
@@ -53,14 +54,18 @@ func (p *partition) signal() {
 	}
 }
 
-// push queues records the poll loop fetched, skipping any already queued,
-// and pauses fetching when the queue is full.
+// push queues records the poll loop fetched, skipping any already queued.
 func (p *partition) push(recs []*kgo.Record) {
 	p.mu.Lock()
 	defer p.signal()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return
+	}
+	if p.head > 0 && p.head >= len(p.queue)/2 { // reuse the read part
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue, p.head = p.queue[:n], 0
 	}
 	for _, r := range recs {
 		if r.Offset < p.next {
@@ -69,7 +74,23 @@ func (p *partition) push(recs []*kgo.Record) {
 		p.queue = append(p.queue, r)
 		p.next = r.Offset + 1
 	}
-	if !p.paused && len(p.queue)-p.head >= p.buffer {
+}
+
+// full reports whether the queue holds the buffer or more, and fetching
+// is not paused.
+func (p *partition) full() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.stopped && !p.paused && len(p.queue)-p.head >= p.buffer
+}
+
+// pauseIfFull pauses fetching the partition if its queue is still full: a
+// pause drops what the client fetched for it and not yet polled (fetched
+// again on resume), so the poll loop first waits a little for room.
+func (p *partition) pauseIfFull() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stopped && !p.paused && len(p.queue)-p.head >= p.buffer {
 		p.paused = true
 		p.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.id}})
 	}
@@ -129,9 +150,15 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 		if p.head == len(p.queue) {
 			p.queue, p.head = p.queue[:0], 0
 		}
-		if p.paused && len(p.queue)-p.head <= p.buffer/2 {
+		switch queued := len(p.queue) - p.head; {
+		case p.paused && queued <= p.buffer/2:
 			p.paused = false
 			p.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
+		case queued == p.buffer-1:
+			select {
+			case p.room <- struct{}{}:
+			default:
+			}
 		}
 		return r, true, nil
 	case p.ferr != nil:
