@@ -49,7 +49,7 @@ type Group struct {
 	running atomic.Bool
 
 	stats struct {
-		assigned, revoked, lost, uncommitted atomic.Uint64
+		assigned, revoked, lost, uncommitted, pauses atomic.Uint64
 	}
 }
 
@@ -63,6 +63,9 @@ type Stats struct {
 	// committed because their partition was lost: records the partition's
 	// next owner handles again.
 	Uncommitted uint64
+	// Pauses counts the times fetching a partition paused because its
+	// stream did not read its fetched records ([WithFetchBuffer]).
+	Pauses uint64
 }
 
 // NewGroup returns a member of the consumer group group, consuming topics
@@ -91,7 +94,7 @@ func NewGroup(brokers []string, group string, topics []string, opts ...Option) (
 // concurrent use.
 func (g *Group) Stats() Stats {
 	return Stats{Assigned: g.stats.assigned.Load(), Revoked: g.stats.revoked.Load(),
-		Lost: g.stats.lost.Load(), Uncommitted: g.stats.uncommitted.Load()}
+		Lost: g.stats.lost.Load(), Uncommitted: g.stats.uncommitted.Load(), Pauses: g.stats.pauses.Load()}
 }
 
 // Run joins the group and hands every record of the partitions assigned to
@@ -257,7 +260,9 @@ func (m *member) waitForRoom(ctx context.Context) {
 		case <-ctx.Done():
 		}
 		t.Stop()
-		p.pauseIfFull()
+		if p.pauseIfFull() {
+			m.g.stats.pauses.Add(1)
+		}
 	}
 }
 

@@ -279,3 +279,47 @@ func TestGroupOffsetOutOfRange(t *testing.T) {
 		t.Errorf("committed offset = %d, want 2 (untouched)", got)
 	}
 }
+
+// A partition whose stream is stuck (its window full behind one record)
+// stops fetching, and the member's other partitions go on meanwhile.
+func TestGroupPausesAStuckPartition(t *testing.T) {
+	const n = 400
+	c := newCluster(t, 2, "orders")
+	recs := records("orders", 2, n, 20)
+	recs[0].Key = []byte("stuck") // partition 0, offset 0
+	c.produce(t, recs...)
+	g := c.group(t, "billing", []string{"orders"}, kafka.WithFetchBuffer(8))
+
+	release := make(chan struct{})
+	var l log
+	r := start(g, func(ctx context.Context, rec *kgo.Record) error {
+		if string(rec.Key) == "stuck" {
+			<-release
+		}
+		l.add("a", rec)
+		return nil
+	}, stream.WithConcurrency(2), stream.WithWindow(4))
+	eventually(t, "partition 1 handled while partition 0 is stuck", func() bool {
+		p1 := 0
+		for _, h := range l.snapshot() {
+			if h.partition == 1 {
+				p1++
+			}
+		}
+		return p1 == n/2
+	})
+	eventually(t, "fetching partition 0 paused", func() bool { return g.Stats().Pauses > 0 })
+	for _, h := range l.snapshot() {
+		if h.partition == 0 && h.offset > 4 {
+			t.Errorf("partition 0 offset %d handled while offset 0 is stuck and the window is 4", h.offset)
+		}
+	}
+	close(release)
+	eventually(t, "every record handled", func() bool { return l.len() >= n })
+	if err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
+	}
+	if diff := cmp.Diff(c.ends(t, "orders"), c.committed(t, "billing", "orders")); diff != "" {
+		t.Errorf("committed offsets (-end +committed):\n%s", diff)
+	}
+}

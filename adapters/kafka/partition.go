@@ -87,13 +87,15 @@ func (p *partition) full() bool {
 // pauseIfFull pauses fetching the partition if its queue is still full: a
 // pause drops what the client fetched for it and not yet polled (fetched
 // again on resume), so the poll loop first waits a little for room.
-func (p *partition) pauseIfFull() {
+func (p *partition) pauseIfFull() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.stopped && !p.paused && len(p.queue)-p.head >= p.buffer {
-		p.paused = true
-		p.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.id}})
+	if p.stopped || p.paused || len(p.queue)-p.head < p.buffer {
+		return false
 	}
+	p.paused = true
+	p.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.id}})
+	return true
 }
 
 // fail hands a fetch error to the stream, after the records queued.
