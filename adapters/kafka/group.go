@@ -440,13 +440,18 @@ func (m *member) onSave() {
 }
 
 // commitEvery commits the partitions' handled prefixes as they move, one
-// commit at a time and at most one per commit interval, until done is
-// closed.
+// commit at a time and at most one per commit interval (the first one
+// interval after the start), until done is closed.
 func (m *member) commitEvery(cl *kgo.Client, done <-chan struct{}) {
-	t := time.NewTimer(0)
+	t := time.NewTimer(m.g.cfg.commitInterval)
 	defer t.Stop()
 	for {
-		select {
+		select { // the interval since the last commit
+		case <-done:
+			return
+		case <-t.C:
+		}
+		select { // a prefix that moved
 		case <-done:
 			return
 		case <-m.saved:
@@ -460,14 +465,7 @@ func (m *member) commitEvery(cl *kgo.Client, done <-chan struct{}) {
 		if err := m.commit(cl, parts); err != nil {
 			m.onSave() // retried after the interval, or at the revoke
 		}
-		if d := m.g.cfg.commitInterval; d > 0 {
-			t.Reset(d)
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
+		t.Reset(m.g.cfg.commitInterval)
 	}
 }
 

@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 // cluster is an in-process Kafka (kfake) on loopback, with a producing
 // client and an admin client of it; closed when the test ends.
 type cluster struct {
+	fake  *kfake.Cluster
 	addrs []string
 	cl    *kgo.Client
 	adm   *kadm.Client
@@ -47,7 +48,7 @@ func newCluster(t testing.TB, partitions int32, topics ...string) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &cluster{addrs: fake.ListenAddrs(), cl: cl, adm: kadm.NewClient(cl)}
+	return &cluster{fake: fake, addrs: fake.ListenAddrs(), cl: cl, adm: kadm.NewClient(cl)}
 }
 
 // produce writes records; each names its topic and partition.

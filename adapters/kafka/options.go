@@ -86,8 +86,9 @@ func WithDrainTimeout(d time.Duration) Option {
 }
 
 // WithCommitInterval sets the least time between two commits of the
-// partitions' handled prefixes while the group runs: a commit goes out as
-// soon as a prefix moved, one at a time, and then waits d. A revoked
+// partitions' handled prefixes while the group runs (and before the
+// first): a commit goes out as soon as a prefix moved and d has passed
+// since the last, one at a time. A revoked
 // partition and every partition at the end of Run are committed at once,
 // whatever d. After a crash, the records handled in the last d (plus one
 // commit's round trip, plus the window) are delivered again. Default
