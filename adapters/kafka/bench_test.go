@@ -94,6 +94,7 @@ func consume(b *testing.B, c *cluster, group string, n int, opts ...any) {
 	if ctx.Err() == nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(g.Stats().Pauses), "pauses")
 }
 
 // handWritten is the loop of franz-go's examples: poll, handle each

@@ -21,9 +21,6 @@ import (
 // commitTimeout bounds one commit of offsets.
 const commitTimeout = 10 * time.Second
 
-// pollRecords is the most records one poll takes.
-const pollRecords = 1000
-
 // stuckAfter is how long the poll loop waits for a full partition's stream
 // to read before it pauses fetching the partition.
 const stuckAfter = 100 * time.Millisecond
@@ -224,7 +221,7 @@ func (m *member) resumer(p *partition) (*stream.Resumer[*kgo.Record, int64], err
 func (m *member) poll(ctx context.Context, cl *kgo.Client) {
 	for {
 		m.waitForRoom(ctx)
-		fs := cl.PollRecords(ctx, pollRecords)
+		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
@@ -253,17 +250,27 @@ func (m *member) waitForRoom(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, p := range full {
-		t := time.NewTimer(stuckAfter)
-		select {
-		case <-p.room:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		if p.pauseIfFull() {
+		if m.waitForPartition(ctx, p) {
 			m.g.stats.pauses.Add(1)
 		}
 	}
+}
+
+// waitForPartition waits until p's queue is not full, or pauses fetching p
+// when it stayed full for stuckAfter, and reports whether it paused.
+func (m *member) waitForPartition(ctx context.Context, p *partition) bool {
+	t := time.NewTimer(stuckAfter)
+	defer t.Stop()
+	for p.full() {
+		select {
+		case <-p.room: // maybe an old signal: look again
+		case <-t.C:
+			return p.pauseIfFull()
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return false
 }
 
 func topic(t string, id int32) topicPartition { return topicPartition{topic: t, id: id} }

@@ -108,9 +108,10 @@ func WithCommitInterval(d time.Duration) Option {
 // for its stream to read them: at n the member stops polling until the
 // stream reads one, and when it has not within 100ms, fetching that
 // partition pauses (kgo's PauseFetchPartitions) until half of them were
-// read, so that the other partitions go on. With one poll (at most 1,000
-// records) and the stream's window (stream.WithWindow) it bounds a
-// partition's memory. Default 512; n < 1 makes NewGroup fail.
+// read, so that the other partitions go on. With what one fetch brings
+// (kgo.FetchMaxPartitionBytes, 1 MiB by default) and the stream's window
+// (stream.WithWindow) it bounds a partition's memory. Default 512; n < 1
+// makes NewGroup fail.
 func WithFetchBuffer(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
