@@ -5,7 +5,8 @@
 //
 // Make a [Group] with [NewGroup] and call [Group.Run] with a handler and
 // the stream's options (stream.WithConcurrency, stream.WithHandlerRetry,
-// stream.WithDeadLetter with [DeadLetter]).
+// stream.WithDeadLetter with [DeadLetter]), or [Group.RunBatch] with a
+// handler of a partition's consecutive records.
 //
 // Rules of use:
 //   - The group's committed offsets are the Store. A partition's commit is

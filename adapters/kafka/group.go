@@ -108,7 +108,9 @@ func (g *Group) Stats() Stats {
 //
 // A revoked partition stops reading, waits for its records in flight
 // ([WithDrainTimeout]), commits and only then is released; a lost one
-// stops at once and commits nothing more.
+// stops at once and commits nothing more. The handlers' context is not
+// ctx: when ctx ends, the records in flight finish (within the drain
+// timeout) and are committed before Run returns.
 //
 // Run returns ctx's error when ctx ended; nil when a handler returned
 // stream.ErrStop; otherwise what ended a partition's Resumer (a handler's
@@ -120,8 +122,28 @@ func (g *Group) Run(ctx context.Context, handle func(ctx context.Context, r *kgo
 	if ctx == nil || handle == nil {
 		return invalid("Group.Run: nil context or handler")
 	}
-	m := &member{g: g, handle: handle, opts: opts, parts: make(map[topicPartition]*partition), saved: make(chan struct{}, 1)}
-	if _, err := m.resumer(newPartition(nil, topicPartition{}, 1, func() {})); err != nil {
+	return g.run(ctx, &member{handle: handle, opts: opts})
+}
+
+// RunBatch is [Group.Run] for a handler that takes a run of a partition's
+// consecutive records at once (stream.Resumer.RunBatch; stream.WithBatch
+// says how many): when handle returns nil the offset after the batch's
+// last record is committed, when it fails nothing of the batch is. The
+// slice is valid only until handle returns. Batches of different
+// partitions are handled at once; stream.WithConcurrency above 1 and
+// stream.WithDeadLetter make it return an error matching
+// stream.ErrInvalidOption, before it joins the group.
+func (g *Group) RunBatch(ctx context.Context, handle func(ctx context.Context, rs []*kgo.Record) error, opts ...stream.Option) error {
+	if ctx == nil || handle == nil {
+		return invalid("Group.RunBatch: nil context or handler")
+	}
+	return g.run(ctx, &member{batch: handle, opts: opts})
+}
+
+// run is Run and RunBatch.
+func (g *Group) run(ctx context.Context, m *member) error {
+	m.g, m.parts, m.saved = g, make(map[topicPartition]*partition), make(chan struct{}, 1)
+	if err := m.validate(); err != nil {
 		return err
 	}
 	if !g.running.CompareAndSwap(false, true) {
@@ -167,7 +189,8 @@ type topicPartition struct {
 // member is one Run's state.
 type member struct {
 	g      *Group
-	handle func(context.Context, *kgo.Record) error
+	handle func(context.Context, *kgo.Record) error   // Run's
+	batch  func(context.Context, []*kgo.Record) error // or RunBatch's
 	opts   []stream.Option
 
 	stopPoll context.CancelFunc
@@ -206,6 +229,21 @@ func (m *member) clientOptions(base context.Context) []kgo.Opt {
 			m.lose(lost)
 		}),
 	)
+}
+
+// validate returns the error stream.New, or RunBatch, finds in the
+// options, before the member joins the group.
+func (m *member) validate() error {
+	r, err := m.resumer(newPartition(nil, topicPartition{}, 1, func() {}))
+	if err != nil || m.batch == nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // nothing is read: only the options are checked
+	if err := r.RunBatch(ctx, m.batch); errors.Is(err, stream.ErrInvalidOption) {
+		return err
+	}
+	return nil
 }
 
 // resumer makes the Resumer of partition p.
@@ -346,7 +384,11 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 				defer close(p.done)
 				defer cancel()
 				defer m.recover()
-				m.finished(p, r.Run(ctx, m.handle))
+				if m.batch != nil {
+					m.finished(p, r.RunBatch(ctx, m.batch))
+				} else {
+					m.finished(p, r.Run(ctx, m.handle))
+				}
 			})
 		}
 	}

@@ -323,3 +323,55 @@ func TestGroupPausesAStuckPartition(t *testing.T) {
 		t.Errorf("committed offsets (-end +committed):\n%s", diff)
 	}
 }
+
+// RunBatch hands over runs of a partition's consecutive records and
+// commits after each batch.
+func TestGroupRunBatch(t *testing.T) {
+	const n = 300
+	c := newCluster(t, 2, "orders")
+	c.produce(t, records("orders", 2, n, 10)...)
+	g := c.group(t, "billing", []string{"orders"})
+
+	var mu sync.Mutex
+	next := map[int32]int64{} // partition → the next offset expected
+	var batches, total atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- g.RunBatch(ctx, func(_ context.Context, rs []*kgo.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range rs {
+				if r.Partition != rs[0].Partition || r.Offset != next[r.Partition] {
+					t.Errorf("batch: partition %d offset %d, want partition %d offset %d", r.Partition, r.Offset, rs[0].Partition, next[rs[0].Partition])
+				}
+				next[r.Partition] = r.Offset + 1
+			}
+			batches.Add(1)
+			total.Add(int64(len(rs)))
+			return nil
+		}, stream.WithBatch(50, 0))
+	}()
+	eventually(t, "the commit at the end", func() bool {
+		return cmp.Equal(c.ends(t, "orders"), c.committed(t, "billing", "orders"))
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunBatch() = %v, want %v", err, context.Canceled)
+	}
+	if total.Load() != n || batches.Load() < n/50 {
+		t.Errorf("%d records in %d batches, want %d in at least %d", total.Load(), batches.Load(), n, n/50)
+	}
+}
+
+func TestGroupRunBatchRefusesConcurrency(t *testing.T) {
+	g, err := kafka.NewGroup([]string{"127.0.0.1:1"}, "g", []string{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := func(context.Context, []*kgo.Record) error { return nil }
+	if err := g.RunBatch(context.Background(), handle, stream.WithConcurrency(4)); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("RunBatch(WithConcurrency(4)) = %v, want an error matching %v", err, stream.ErrInvalidOption)
+	}
+}
