@@ -102,9 +102,10 @@ func (g *Group) Stats() Stats {
 // stream.WithOrderKey([Key]) and stream.WithCursorOrder, then opts: pass
 // stream.WithConcurrency for handlers in parallel (records of one key
 // never overlap and keep offset order), stream.WithHandlerRetry,
-// stream.WithDeadLetter (with [DeadLetter] for a dead-letter topic), hooks.
-// handle is called from as many goroutines as there are partitions times
-// the concurrency.
+// stream.WithDeadLetter (with [DeadLetter] for a dead-letter topic), hooks
+// (the Resumers are stream.Resumer[*kgo.Record, int64]: cursors are
+// offsets). handle is called from as many goroutines as there are
+// partitions times the concurrency.
 //
 // A revoked partition stops reading, waits for its records in flight
 // ([WithDrainTimeout]), commits and only then is released; a lost one
