@@ -48,6 +48,8 @@ type Group struct {
 	stats struct {
 		assigned, revoked, lost, uncommitted, pauses atomic.Uint64
 	}
+	mu     sync.Mutex
+	member *member // the Run in progress, nil when none
 }
 
 // Stats are a [Group]'s counters since it was made.
@@ -92,6 +94,52 @@ func NewGroup(brokers []string, group string, topics []string, opts ...Option) (
 func (g *Group) Stats() Stats {
 	return Stats{Assigned: g.stats.assigned.Load(), Revoked: g.stats.revoked.Load(),
 		Lost: g.stats.lost.Load(), Uncommitted: g.stats.uncommitted.Load(), Pauses: g.stats.pauses.Load()}
+}
+
+// PartitionStats describes a partition assigned to the member, for a
+// gauge or an operator.
+type PartitionStats struct {
+	Topic     string
+	Partition int32
+	// HighWatermark is the partition's end offset at its last fetch; -1
+	// before the first.
+	HighWatermark int64
+	// Handled is the end of the handled prefix (the offset to commit); -1
+	// while nothing was handled since the assignment. Committed is the
+	// offset this member last committed; -1 before its first commit.
+	Handled, Committed int64
+	// Lag is HighWatermark − Handled: records not handled yet; -1 while
+	// either is unknown.
+	Lag int64
+	// Queued counts records fetched and not read by the partition's
+	// stream; InFlight those read and not committed (stream.Stats).
+	Queued, InFlight int
+}
+
+// Partitions describes the partitions assigned to the member, sorted by
+// topic and partition; none when Run is not running. It is safe for
+// concurrent use.
+func (g *Group) Partitions() []PartitionStats {
+	g.mu.Lock()
+	m := g.member
+	g.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	parts := make([]*partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	out := make([]PartitionStats, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.stats())
+	}
+	slices.SortFunc(out, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
 }
 
 // Run joins the group and hands every record of the partitions assigned to
@@ -151,6 +199,14 @@ func (g *Group) run(ctx context.Context, m *member) error {
 		return errRunning
 	}
 	defer g.running.Store(false)
+	g.mu.Lock()
+	g.member = m
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.member = nil
+		g.mu.Unlock()
+	}()
 
 	base := context.WithoutCancel(ctx) // the partitions' handlers outlive ctx while they drain
 	pollCtx, stopPoll := context.WithCancel(ctx)
@@ -268,8 +324,8 @@ func (m *member) poll(ctx context.Context, cl *kgo.Client) {
 			m.fetchError(topic, id, err)
 		})
 		fs.EachPartition(func(f kgo.FetchTopicPartition) {
-			if p := m.partition(topic(f.Topic, f.Partition)); p != nil && len(f.Records) > 0 {
-				p.push(f.Records)
+			if p := m.partition(topic(f.Topic, f.Partition)); p != nil {
+				p.push(f.Records, f.HighWatermark)
 			}
 		})
 	}
@@ -376,7 +432,7 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 				return
 			}
 			ctx, cancel := context.WithCancel(base)
-			p.cancel = cancel
+			p.cancel, p.r = cancel, r
 			m.mu.Lock()
 			m.parts[topic(t, id)] = p
 			m.mu.Unlock()

@@ -59,6 +59,9 @@ func TestGroupOrderPerKeyUnderConcurrency(t *testing.T) {
 	if err := r.stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
 	}
+	if p := g.Partitions(); p != nil {
+		t.Errorf("Partitions() after Run = %v, want none", p)
+	}
 	if overlap.Load() != 0 || regress.Load() != 0 {
 		t.Errorf("records of one key overlapped %d times and went backwards %d times, want 0 and 0", overlap.Load(), regress.Load())
 	}
@@ -101,8 +104,13 @@ func TestGroupCommitsOnlyThePrefix(t *testing.T) {
 		}
 		return at == 3
 	})
+	want := []kafka.PartitionStats{{Topic: "orders", Partition: 0, HighWatermark: 10, Handled: 3, Committed: 3, Lag: 7, InFlight: 7}}
+	if diff := cmp.Diff(want, g.Partitions()); diff != "" {
+		t.Errorf("Partitions() (-want +got):\n%s", diff)
+	}
 	close(release)
 	eventually(t, "the commit at the end", func() bool { return c.committed(t, "billing", "orders")[0] == 10 })
+	eventually(t, "no lag", func() bool { p := g.Partitions(); return len(p) == 1 && p[0].Lag == 0 && p[0].InFlight == 0 })
 }
 
 // A record that always fails is retried in place, then produced to the

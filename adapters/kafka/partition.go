@@ -34,16 +34,18 @@ type partition struct {
 	lost      bool          // lost: nothing more is committed
 	saved     int64         // the offset to commit (the next to read); -1: none
 	committed int64         // the offset last committed; -1: none
+	hw        int64         // the high watermark at the last fetch; -1: none
 	wake      chan struct{} // a record or an end for Recv
 	room      chan struct{} // the queue fell below the buffer
 
-	onSave func()             // tells the committer that saved moved
-	cancel context.CancelFunc // ends the Resumer's Run at once
-	done   chan struct{}      // closed when the Resumer's Run returned
+	onSave func()                              // tells the committer that saved moved
+	r      *stream.Resumer[*kgo.Record, int64] // set before the partition is shared
+	cancel context.CancelFunc                  // ends the Resumer's Run at once
+	done   chan struct{}                       // closed when the Resumer's Run returned
 }
 
 func newPartition(cl *kgo.Client, tp topicPartition, buffer int, onSave func()) *partition {
-	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1,
+	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1, hw: -1,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
 }
 
@@ -54,14 +56,16 @@ func (p *partition) signal() {
 	}
 }
 
-// push queues records the poll loop fetched, skipping any already queued.
-func (p *partition) push(recs []*kgo.Record) {
+// push queues records the poll loop fetched, skipping any already queued,
+// and notes the partition's high watermark.
+func (p *partition) push(recs []*kgo.Record, hw int64) {
 	p.mu.Lock()
 	defer p.signal()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return
 	}
+	p.hw = max(p.hw, hw)
 	if p.head > 0 && p.head >= len(p.queue)/2 { // reuse the read part
 		n := copy(p.queue, p.queue[p.head:])
 		clear(p.queue[n:])
@@ -183,6 +187,20 @@ func (p *partition) committedAt(offset int64) {
 	p.mu.Lock()
 	p.committed = max(p.committed, offset)
 	p.mu.Unlock()
+}
+
+func (p *partition) stats() PartitionStats {
+	p.mu.Lock()
+	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved,
+		Committed: p.committed, Lag: -1, Queued: len(p.queue) - p.head}
+	p.mu.Unlock()
+	if s.HighWatermark >= 0 && s.Handled >= 0 {
+		s.Lag = max(0, s.HighWatermark-s.Handled)
+	}
+	if p.r != nil {
+		s.InFlight = p.r.Stats().InFlight
+	}
+	return s
 }
 
 // uncommitted returns how many offsets were handled and not committed.
