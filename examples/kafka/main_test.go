@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,8 +107,19 @@ func (l *life) lines(t *testing.T) []string {
 // once, records of a key in offset order within each process's life,
 // poison records only in the dead-letter topic, never printed as handled,
 // and the committed offsets end at the topic's end.
+//
+// RESUMABLE_KAFKA_KILLS=15 kills more often (and produces 1,500 records
+// more per kill).
 func TestKillAndRestart(t *testing.T) {
-	const n, keys, kills = 4000, 100, 3
+	kills := 3
+	if s := os.Getenv("RESUMABLE_KAFKA_KILLS"); s != "" {
+		k, err := strconv.Atoi(s)
+		if err != nil || k < 0 {
+			t.Fatalf("RESUMABLE_KAFKA_KILLS=%q: want a count", s)
+		}
+		kills = k
+	}
+	n, keys := 4000+1500*max(0, kills-3), 100
 	bin := build(t)
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders", "orders.parked"),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
