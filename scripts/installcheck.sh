@@ -8,7 +8,7 @@
 # Usage: scripts/installcheck.sh
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-modules="adapters/k8s adapters/etcd adapters/postgres adapters/redis metrics/prom"
+modules="adapters/k8s adapters/etcd adapters/kafka adapters/postgres adapters/redis metrics/prom"
 
 # The go.mod block after "add to your `go.mod`:", and the go work line.
 block=$(awk 'f==2 && /^```/ {exit} f==2 {print} f==1 && /^```/ {f=2} /add to your `go.mod`:/ {f=1}' "$root/README.md")

@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/resumable-go/resumable/stream"
+)
+
+// Defaults of the options.
+const (
+	defaultDrainTimeout   = 20 * time.Second
+	defaultCommitInterval = 100 * time.Millisecond
+	defaultFetchBuffer    = 512
+)
+
+// Option configures a [Group]. Options are made by the With functions of
+// this package; a nil Option is ignored.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	client         []kgo.Opt
+	drainTimeout   time.Duration
+	commitInterval time.Duration
+	fetchBuffer    int
+	errs           []error
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+func newConfig(opts []Option) config {
+	c := config{drainTimeout: defaultDrainTimeout, commitInterval: defaultCommitInterval, fetchBuffer: defaultFetchBuffer}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// fail records a bad argument: an error matching stream.ErrInvalidOption
+// that names it.
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, invalid(format, args...))
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: kafka: "+format, append([]any{stream.ErrInvalidOption}, args...)...)
+}
+
+// WithClientOptions adds options of the franz-go client the [Group] makes
+// (TLS, SASL, kgo.SessionTimeout, kgo.RebalanceTimeout, kgo.Balancers,
+// kgo.ConsumeResetOffset, a logger). The options the Group needs for its
+// own work are applied after them and win: the group and topics, the
+// partition callbacks and kgo.DisableAutoCommit.
+func WithClientOptions(opts ...kgo.Opt) Option {
+	return optionFunc(func(c *config) {
+		for _, o := range opts {
+			if o != nil {
+				c.client = append(c.client, o)
+			}
+		}
+	})
+}
+
+// WithDrainTimeout bounds how long a revoked partition (and every partition
+// when Run returns) waits for its records in flight to finish before their
+// handlers' context is cancelled; then what finished is committed and the
+// partition is released. Keep it below the group's rebalance timeout
+// (kgo.RebalanceTimeout, 60s by default), or the member is evicted.
+// Default 20s; d ≤ 0 makes NewGroup fail.
+func WithDrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.fail("WithDrainTimeout(%v): want a positive duration", d)
+			return
+		}
+		c.drainTimeout = d
+	})
+}
+
+// WithCommitInterval sets the least time between two commits of the
+// partitions' handled prefixes while the group runs (and before the
+// first): a commit goes out as soon as a prefix moved and d has passed
+// since the last, one at a time. A revoked
+// partition and every partition at the end of Run are committed at once,
+// whatever d. After a crash, the records handled in the last d (plus one
+// commit's round trip, plus the window) are delivered again. Default
+// 100ms; 0 commits as often as one commit in flight allows; a negative d
+// makes NewGroup fail.
+func WithCommitInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.fail("WithCommitInterval(%v): negative", d)
+			return
+		}
+		c.commitInterval = d
+	})
+}
+
+// WithFetchBuffer sets how many fetched records of one partition may wait
+// for its stream to read them: at n the member stops polling until the
+// stream reads one, and when it has not within 100ms, fetching that
+// partition pauses (kgo's PauseFetchPartitions) until half of them were
+// read, so that the other partitions go on. With what one fetch brings
+// (kgo.FetchMaxPartitionBytes, 1 MiB by default) and the stream's window
+// (stream.WithWindow) it bounds a partition's memory. Default 512; n < 1
+// makes NewGroup fail.
+func WithFetchBuffer(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.fail("WithFetchBuffer(%d): want at least 1", n)
+			return
+		}
+		c.fetchBuffer = n
+	})
+}
