@@ -35,6 +35,7 @@ type pipeline[T, C any] struct {
 	opens    context.Context
 	cancel   context.CancelFunc
 	halted   atomic.Bool  // a failure, a panic, ctx's end or stop: start nothing more
+	quitting atomic.Bool  // stop was called: no try starts
 	inFlight atomic.Int64 // for Stats
 	commits  atomic.Int64 // cursors committed, for the supervisor's outcome
 	handlers sync.WaitGroup
@@ -109,6 +110,7 @@ func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *p
 // stop ends the handler goroutines once their tries returned, and the
 // committer; nothing starts meanwhile.
 func (p *pipeline[T, C]) stop() {
+	p.quitting.Store(true)
 	p.mu.Lock()
 	p.halted.Store(true)
 	p.stopReading()
@@ -305,16 +307,18 @@ func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle h
 	}
 }
 
-// tries runs the slot's tries until one is not to be retried, unless the
-// pipeline halted or ctx ended first (s.started false): nothing starts
-// after an end. A panic is kept in the slot.
+// tries runs the slot's tries until one is not to be retried. An event
+// handed to a handler before a failure runs (the prefix before the failed
+// event is finished and committed), but no try starts once ctx ended or the
+// pipeline stopped, and no retry once it halted (s.started false). A panic
+// is kept in the slot.
 func (p *pipeline[T, C]) tries(ctx context.Context, r *Resumer[T, C], handle handler[T], s *slot[T, C]) (a action, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.panicked, s.panicVal = true, v
 		}
 	}()
-	for s.started = false; !p.halted.Load() && ctx.Err() == nil; s.started = false {
+	for s.started = false; ctx.Err() == nil && !p.quitting.Load() && (s.tries == 0 || !p.halted.Load()); s.started = false {
 		r.try(ctx, handle, s)
 		if a, err = r.after(ctx, s); a != retry {
 			return a, err
