@@ -31,18 +31,19 @@ func newBlocker(rdb goredis.UniversalClient) *blocker {
 	return &blocker{rdb: rdb, cl: cl}
 }
 
-// read runs do, a blocking read, with ctx: on the blocker's connection,
-// ended by CLIENT UNBLOCK when ctx ends or close is called.
-func (b *blocker) read(ctx context.Context, do func(goredis.Cmdable) *goredis.XStreamSliceCmd) *goredis.XStreamSliceCmd {
+// read runs cmd, a blocking read, with ctx: on the blocker's connection,
+// ended by CLIENT UNBLOCK when ctx ends or close is called. cmd holds the
+// result.
+func (b *blocker) read(ctx context.Context, cmd goredis.Cmder) {
 	if b.cl == nil {
-		return do(b.rdb)
+		_ = b.rdb.Process(ctx, cmd)
+		return
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		cmd := goredis.NewXStreamSliceCmd(ctx)
 		cmd.SetErr(errClosed)
-		return cmd
+		return
 	}
 	if b.conn == nil {
 		b.conn = b.cl.Conn()
@@ -65,23 +66,21 @@ func (b *blocker) read(ctx context.Context, do func(goredis.Cmdable) *goredis.XS
 	if b.id == 0 {
 		id, err := conn.ClientID(ctx).Result()
 		if err != nil {
-			cmd := goredis.NewXStreamSliceCmd(ctx)
 			cmd.SetErr(err)
-			return cmd
+			return
 		}
 		b.mu.Lock()
 		b.id = id
 		closed := b.closed // a close that came before the ID could not unblock
 		b.mu.Unlock()
 		if closed {
-			cmd := goredis.NewXStreamSliceCmd(ctx)
 			cmd.SetErr(errClosed)
-			return cmd
+			return
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { b.stop(ended) })
 	defer stop()
-	return do(conn)
+	_ = conn.Process(ctx, cmd)
 }
 
 // stop ends the read in flight, whose end closes ended. It starts an

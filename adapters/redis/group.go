@@ -55,6 +55,7 @@ type Group struct {
 	gapOK     string     // the position a resync accepted
 	resynced  bool       // a resync completed since the last Open
 	lastClaim time.Time
+	size      int64 // how many entries the next read asks for
 
 	tmu   sync.Mutex
 	tries map[string]int64 // deliveries counted by Handler beyond the read's
@@ -77,7 +78,7 @@ func NewGroup(rdb goredis.UniversalClient, key, group, consumer string, opts ...
 		return nil, errors.Join(cfg.errs...)
 	}
 	return &Group{rdb: rdb, key: key, group: group, consumer: consumer, cfg: cfg,
-		hist: history{key: key}, tries: make(map[string]int64)}, nil
+		hist: history{key: key}, tries: make(map[string]int64), size: cfg.count}, nil
 }
 
 // NewGroupResumer returns a [stream.Resumer] over g: [Extract], the group
@@ -131,7 +132,8 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 		// Best effort: a lost count costs one more delivery after a
 		// restart. The retry will take a while: acknowledge what was
 		// committed before it now rather than after.
-		_ = g.rdb.Do(ctx, "XCLAIM", g.key, g.group, g.consumer, 0, e.ID, "RETRYCOUNT", d+1, "JUSTID").Err()
+		cmd, _ := newOnce(ctx, "XCLAIM", g.key, g.group, g.consumer, 0, e.ID, "RETRYCOUNT", d+1, "JUSTID")
+		_ = g.rdb.Process(ctx, cmd)
 		_ = g.flush(ctx)
 		return err
 	}
@@ -454,9 +456,35 @@ func (c *groupConn) Recv(ctx context.Context) (Entry, error) {
 			err = c.readNew(ctx)
 		}
 		if err != nil {
+			g.doubt()
 			return Entry{}, err
 		}
 	}
+}
+
+// readSize returns how many entries the next read asks for.
+func (g *Group) readSize() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.size
+}
+
+// doubt makes the next reads small after a failed one: its reply may have
+// been too large to arrive within the client's read timeout. One entry a
+// read, then twice as many after each full read, up to [WithCount].
+func (g *Group) doubt() {
+	g.mu.Lock()
+	g.size = 1
+	g.mu.Unlock()
+}
+
+// grow doubles the read size after a full read of n entries.
+func (g *Group) grow(n int) {
+	g.mu.Lock()
+	if int64(n) >= g.size {
+		g.size = min(2*g.size, g.cfg.count)
+	}
+	g.mu.Unlock()
 }
 
 func (c *groupConn) isClosed() bool {
@@ -496,20 +524,22 @@ func (c *groupConn) pipeline(ctx context.Context, queue func(goredis.Pipeliner))
 // delivery counts.
 func (c *groupConn) readPending(ctx context.Context) error {
 	g := c.g
-	var read *goredis.XStreamSliceCmd
 	var pend *goredis.XPendingExtCmd
 	start := "(" + c.after
 	if c.after == "0" {
 		start = "-"
 	}
+	size := g.readSize()
+	readCmd, read := newReadGroup(ctx, g.rdb, &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, c.after}, Count: size, Block: -1})
 	c.pipeline(ctx, func(p goredis.Pipeliner) {
-		read = p.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, c.after}, Count: g.cfg.count, Block: -1})
-		pend = p.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: start, End: "+", Count: g.cfg.count, Consumer: g.consumer})
+		_ = p.Process(ctx, readCmd)
+		pend = p.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: start, End: "+", Count: size, Consumer: g.consumer})
 	})
 	msgs, err := messages(read)
 	if err != nil {
 		return g.classify("XREADGROUP", err)
 	}
+	g.grow(len(msgs))
 	g.mu.Lock()
 	g.member = true
 	g.mu.Unlock()
@@ -560,12 +590,15 @@ func (c *groupConn) claim(ctx context.Context) error {
 	if c.claimFrom == "" {
 		c.claimFrom = "0-0"
 	}
-	msgs, next, deleted, err := g.rdb.XAutoClaimWithDeleted(ctx, &goredis.XAutoClaimArgs{
-		Stream: g.key, Group: g.group, Consumer: g.consumer, MinIdle: g.cfg.claimIdle, Start: c.claimFrom, Count: g.cfg.count,
-	}).Result()
+	claimCmd, cmd := newAutoClaim(ctx, g.rdb, &goredis.XAutoClaimArgs{
+		Stream: g.key, Group: g.group, Consumer: g.consumer, MinIdle: g.cfg.claimIdle, Start: c.claimFrom, Count: g.readSize(),
+	})
+	_ = g.rdb.Process(ctx, claimCmd)
+	msgs, next, deleted, err := cmd.Result()
 	if err != nil {
 		return g.classify("XAUTOCLAIM", err)
 	}
+	g.grow(len(msgs))
 	c.claimFrom = next
 	if next == "0-0" || next == "" {
 		c.phase, c.claimFrom = phaseNew, ""
@@ -600,18 +633,18 @@ func (c *groupConn) claim(ctx context.Context) error {
 // a blocking read, by a full check of the stream and the group.
 func (c *groupConn) readNew(ctx context.Context) error {
 	g := c.g
-	args := &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, ">"}, Count: g.cfg.count, Block: -1}
+	args := &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, ">"}, Count: g.readSize(), Block: -1}
+	readCmd, read := newReadGroup(ctx, g.rdb, args)
 	full := c.idle || time.Since(c.probed) >= g.cfg.block
 	var cmds probeCmds
 	var consumers *goredis.XInfoConsumersCmd
-	var read *goredis.XStreamSliceCmd
 	c.pipeline(ctx, func(p goredis.Pipeliner) {
 		if full {
 			cmds = g.queueProbe(ctx, p)
 		} else {
 			consumers = p.XInfoConsumers(ctx, g.key, g.group)
 		}
-		read = p.XReadGroup(ctx, args)
+		_ = p.Process(ctx, readCmd)
 	})
 	var err error
 	if full {
@@ -655,7 +688,9 @@ func (c *groupConn) readNew(ctx context.Context) error {
 			return err
 		}
 		args.Block = g.cfg.block
-		msgs, err = messages(c.block.read(ctx, func(cmd goredis.Cmdable) *goredis.XStreamSliceCmd { return cmd.XReadGroup(ctx, args) }))
+		blockCmd, read := newReadGroup(ctx, g.rdb, args)
+		c.block.read(ctx, blockCmd)
+		msgs, err = messages(read)
 		g.mu.Lock()
 		g.blocking = false
 		g.mu.Unlock()
@@ -666,6 +701,7 @@ func (c *groupConn) readNew(ctx context.Context) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	g.grow(len(msgs))
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.newest != "" && CompareIDs(msgs[0].ID, g.newest) <= 0 {

@@ -185,9 +185,11 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		return classify("XREAD "+s.key, err)
 	}
 	if len(msgs) == 0 {
-		msgs, err = messages(c.block.read(ctx, func(cmd goredis.Cmdable) *goredis.XStreamSliceCmd {
-			return cmd.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
-		}))
+		p := s.rdb.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
+		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
+		p.Discard()
+		c.block.read(ctx, cmd)
+		msgs, err = messages(cmd)
 		if err != nil {
 			return classify("XREAD "+s.key, err)
 		}
