@@ -20,7 +20,9 @@ type onceRead struct{ *goredis.XStreamSliceCmd }
 func (onceRead) NoRetry() bool { return true }
 
 // onceClaim is an XAUTOCLAIM go-redis must not retry.
-type onceClaim struct{ *goredis.XAutoClaimWithDeletedCmd }
+type onceClaim struct {
+	*goredis.XAutoClaimWithDeletedCmd
+}
 
 func (onceClaim) NoRetry() bool { return true }
 
