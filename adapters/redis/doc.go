@@ -15,9 +15,11 @@
 //   - After a start, a consumer gets its own pending entries first, then
 //     those idle for longer than [WithClaimIdle] in other consumers'
 //     lists, then new ones. Give each process a fixed consumer name.
-//   - An entry delivered [WithMaxDeliveries] times is parked
-//     (stream.WithDeadLetter) and then acknowledged; without a dead letter
-//     Run ends and the entry stays pending. Never dropped without a record.
+//   - An entry whose handler calls failed [WithMaxDeliveries] times (calls
+//     in a process that died included; reads never count; failures marked
+//     errclass.RetryAfter never count) is parked (stream.WithDeadLetter)
+//     and then acknowledged; without a dead letter Run ends and the entry
+//     stays pending. Never dropped without a record.
 //   - A stream or group that disappeared or was recreated (a restart
 //     without persistence, FLUSHALL, DEL, XGROUP DESTROY) is
 //     stream.ErrSourceChanged; a group is created only by the first Open

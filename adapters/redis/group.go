@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -19,12 +22,18 @@ const closeTimeout = 5 * time.Second
 
 // Group is a [stream.Source] of one consumer of a Redis consumer group
 // (XREADGROUP). Make one with [NewGroup] and run it with [NewGroupResumer];
-// it serves one Resumer at a time and starts no goroutine.
+// it serves one Resumer at a time. With claims on, each connection runs
+// one goroutine, ended by its Close, that keeps the entries it holds from
+// others' claims.
 //
 // Each connection hands out this consumer's pending entries first (those
 // a previous run read and did not acknowledge), then entries idle in other
 // consumers' pending lists for longer than [WithClaimIdle] (XAUTOCLAIM,
-// again every half of that time), then new entries. The group is the
+// again every half of that time, whatever the backlog), then new entries.
+// The reads that move the group (XREADGROUP with ">", XAUTOCLAIM) are
+// never retried by go-redis: after a failed one, the next connection
+// reads this consumer's pending list first, and reads ask for one entry,
+// then twice as many after each full read, up to [WithCount]. The group is the
 // Store: an entry is acknowledged (XACK) once the stream committed it (under
 // stream.WithConcurrency, the contiguous prefix), with the next read or at
 // once when none is under way; nothing is acknowledged before.
@@ -41,24 +50,26 @@ type Group struct {
 
 	mu        sync.Mutex
 	hist      history
-	opened    bool       // an Open succeeded: the group is never created again
-	member    bool       // this consumer read from the group (it exists there)
-	newest    string     // the newest ID read with ">"
-	groupLast string     // the group's last-delivered-id, as last seen
-	groupRead int64      // the group's entries-read, as last seen (0: unknown)
-	unacked   []string   // IDs handed out by the current connection, not committed
-	toAck     []string   // committed, not yet acknowledged
-	blocking  bool       // a blocking read is under way: commits are acknowledged at once
-	conn      *groupConn // the open connection, nil when none
-	lost      []string   // pending entries found removed, acknowledged after a resync
-	gapAt     string     // the group position reported as trimmed past
-	gapOK     string     // the position a resync accepted
-	resynced  bool       // a resync completed since the last Open
+	opened    bool                // an Open succeeded: the group is never created again
+	member    bool                // this consumer read from the group (it exists there)
+	newest    string              // the newest ID read with ">"
+	groupLast string              // the group's last-delivered-id, as last seen
+	groupRead int64               // the group's entries-read, as last seen (0: unknown)
+	unacked   []string            // IDs handed out by the current connection, not committed
+	held      map[string]struct{} // IDs read by the current connection, not acknowledged
+	toAck     []string            // committed, not yet acknowledged
+	blocking  bool                // a blocking read is under way: commits are acknowledged at once
+	conn      *groupConn          // the open connection, nil when none
+	lost      []string            // pending entries found removed, acknowledged after a resync
+	gapAt     string              // the group position reported as trimmed past
+	gapOK     string              // the position a resync accepted
+	resynced  bool                // a resync completed since the last Open
 	lastClaim time.Time
 	size      int64 // how many entries the next read asks for
 
 	tmu   sync.Mutex
-	tries map[string]int64 // deliveries counted by Handler beyond the read's
+	tries map[string]int64 // handler calls made on an entry in this life, when one failed
+	again map[string]bool  // entries read again (pending or claimed): every call is recorded
 }
 
 var _ stream.Source[Entry, string] = (*Group)(nil)
@@ -78,42 +89,57 @@ func NewGroup(rdb goredis.UniversalClient, key, group, consumer string, opts ...
 		return nil, errors.Join(cfg.errs...)
 	}
 	return &Group{rdb: rdb, key: key, group: group, consumer: consumer, cfg: cfg,
-		hist: history{key: key}, tries: make(map[string]int64), size: cfg.count}, nil
+		hist: history{key: key}, tries: make(map[string]int64), again: make(map[string]bool), size: cfg.count}, nil
 }
 
 // NewGroupResumer returns a [stream.Resumer] over g: [Extract], the group
 // as the Store (Load has nothing to load, Save acknowledges), and handler
-// retries in place up to the delivery limit (stream.WithHandlerRetry with
-// [WithMaxDeliveries] attempts and backoff.Default). opts come after
-// these. Run it with a handler wrapped by [Group.Handler]; add
-// stream.WithDeadLetter to park poison entries. A resync hook
-// (stream.WithResync) is called for entries trimmed before they were read
-// or acknowledged; the cursor it returns is not used.
+// retries in place without a limit of their own, 10ms apart and doubling
+// up to 1s (stream.WithHandlerRetry): the delivery limit is
+// [WithMaxDeliveries], which [Group.Handler] enforces. opts come after
+// these. Run it with a handler wrapped by [Group.Handler] (without it, a
+// failing entry is retried forever); add stream.WithDeadLetter to park
+// poison entries. A resync hook (stream.WithResync) is called for entries
+// trimmed before they were read or acknowledged; the cursor it returns is
+// not used.
 func NewGroupResumer(g *Group, opts ...stream.Option) (*stream.Resumer[Entry, string], error) {
 	if g == nil {
 		return nil, fmt.Errorf("%w: redis: NewGroupResumer: nil Group", stream.ErrInvalidOption)
 	}
 	base := []stream.Option{
-		stream.WithHandlerRetry(int(g.cfg.maxDeliveries), nil),
+		stream.WithHandlerRetry(math.MaxInt32, groupRetry),
 		stream.WithHooks(stream.Hooks[string]{OnResync: g.onResync}),
 	}
 	return stream.New[Entry, string](g, Extract, groupStore{g}, append(base, opts...)...)
 }
 
-// Handler wraps h to enforce the delivery limit: an entry delivered more
-// often than [WithMaxDeliveries] is not handed to h, and a failure of h
-// at the limit is returned marked errclass.Permanent and matching
-// [ErrPoison], so the stream parks the entry (stream.WithDeadLetter) and
-// acknowledges it. Each failure below the limit is recorded in the
-// group's delivery count (XCLAIM RETRYCOUNT), so that a restart goes on
-// counting. The returned function is safe for concurrent use.
+// groupRetry is the wait between a group's handler calls on one entry.
+var groupRetry = backoff.Exponential(backoff.WithInitialInterval(10*time.Millisecond), backoff.WithMaxInterval(time.Second), backoff.WithMultiplier(2))
+
+// Handler wraps h to enforce the delivery limit: each entry is handed to
+// h at most [WithMaxDeliveries] times, then the error is returned marked
+// errclass.Permanent and matching [ErrPoison], so the stream parks the
+// entry (stream.WithDeadLetter) and acknowledges it. A failure counts
+// unless its error is marked errclass.RetryAfter (a transient failure,
+// not the entry's: retried in place for as long as it lasts) or is ctx's
+// end. Calls are recorded in the group before they start (XCLAIM
+// RETRYCOUNT: the delivery count is one plus the calls recorded), so that
+// a restart or another consumer goes on counting, and a process that dies
+// in a call counts it; only an entry's first call after a fresh read is
+// not recorded (a death in it costs one call more). The returned function
+// is safe for concurrent use.
 func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context.Context, Entry) error {
 	return func(ctx context.Context, e Entry) error {
-		d := g.deliveries(e)
+		n, record := g.attempt(e)
 		limit := g.cfg.maxDeliveries
-		if d > limit {
+		if n > limit {
 			g.forget(e.ID)
-			return errclass.Permanent(fmt.Errorf("redis: entry %s delivered %d times, over the limit %d: %w", e.ID, d, limit, ErrPoison))
+			return errclass.Permanent(fmt.Errorf("redis: entry %s: %d handler calls recorded, the limit is %d: %w", e.ID, n-1, limit, ErrPoison))
+		}
+		if record {
+			// Best effort: a lost record costs one call more.
+			cmd, _ := newOnce(ctx, "XCLAIM", g.key, g.group, g.consumer, 0, e.ID, "RETRYCOUNT", n+1, "JUSTID")
+			_ = g.rdb.Process(ctx, cmd)
 		}
 		err := h(ctx, e)
 		switch {
@@ -122,32 +148,57 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 			return err
 		case ctx.Err() != nil:
 			return err
-		case d >= limit:
+		case errclass.Markers().Classify(err).Action == errclass.Retry:
+			g.failed(e.ID, n-1) // transient: this call does not count
+			return err
+		case errclass.Markers().Classify(err).Action != errclass.Unknown:
 			g.forget(e.ID)
-			return errclass.Permanent(fmt.Errorf("redis: entry %s failed at delivery %d, the limit: %w: %w", e.ID, d, ErrPoison, err))
+			return err
+		case n >= limit:
+			g.forget(e.ID)
+			return errclass.Permanent(fmt.Errorf("redis: entry %s failed in handler call %d, the limit: %w: %w", e.ID, n, ErrPoison, err))
 		}
-		g.tmu.Lock()
-		g.tries[e.ID] = d + 1
-		g.tmu.Unlock()
-		// Best effort: a lost count costs one more delivery after a
-		// restart. The retry will take a while: acknowledge what was
-		// committed before it now rather than after.
-		cmd, _ := newOnce(ctx, "XCLAIM", g.key, g.group, g.consumer, 0, e.ID, "RETRYCOUNT", d+1, "JUSTID")
-		_ = g.rdb.Process(ctx, cmd)
+		g.failed(e.ID, n)
+		// The retry will take a while: acknowledge what was committed
+		// before it now rather than after.
 		_ = g.flush(ctx)
 		return err
 	}
 }
 
-func (g *Group) deliveries(e Entry) int64 {
+// attempt returns the number of the handler call about to start on e, and
+// whether it is to be recorded first: every call but the first after e was
+// read as new.
+func (g *Group) attempt(e Entry) (n int64, record bool) {
 	g.tmu.Lock()
 	defer g.tmu.Unlock()
-	return max(e.Deliveries, g.tries[e.ID], 1)
+	if done, ok := g.tries[e.ID]; ok {
+		return done + 1, true
+	}
+	return max(e.Deliveries, 1), g.again[e.ID]
+}
+
+// failed records that n calls on id were made.
+func (g *Group) failed(id string, n int64) {
+	g.tmu.Lock()
+	g.tries[id] = n
+	g.tmu.Unlock()
 }
 
 func (g *Group) forget(id string) {
 	g.tmu.Lock()
 	delete(g.tries, id)
+	delete(g.again, id)
+	g.tmu.Unlock()
+}
+
+// redelivered notes entries read again (pending or claimed): their first
+// call is recorded too.
+func (g *Group) redelivered(ids []string) {
+	g.tmu.Lock()
+	for _, id := range ids {
+		g.again[id] = true
+	}
 	g.tmu.Unlock()
 }
 
@@ -221,8 +272,12 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 	}
 	g.opened = true
 	g.unacked = g.unacked[:0]
-	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: newBlocker(g.rdb)}
+	g.held = make(map[string]struct{})
+	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: newBlocker(g.rdb), stop: make(chan struct{})}
 	g.conn = c
+	if g.cfg.claimIdle > 0 {
+		c.keeper.Go(c.keep)
+	}
 	return c, nil
 }
 
@@ -374,7 +429,17 @@ func (g *Group) flush(ctx context.Context) error {
 		}
 		return g.classify("XACK", err)
 	}
+	g.release(ids)
 	return nil
+}
+
+// release forgets acknowledged IDs from those held.
+func (g *Group) release(ids []string) {
+	g.mu.Lock()
+	for _, id := range ids {
+		delete(g.held, id)
+	}
+	g.mu.Unlock()
 }
 
 // commit marks the entries handed out up to the one with ID id as
@@ -421,6 +486,9 @@ type groupConn struct {
 	idle      bool      // phaseNew: the last read found nothing, unchecked
 
 	block *blocker // the blocking reads
+
+	stop   chan struct{}  // closed by Close: keep ends
+	keeper sync.WaitGroup // keep
 
 	mu     sync.Mutex
 	closed bool
@@ -509,6 +577,9 @@ func (c *groupConn) pipeline(ctx context.Context, queue func(goredis.Pipeliner))
 		queue(p)
 		return nil
 	})
+	if ack != nil && ack.Err() == nil {
+		g.release(ids)
+	}
 	if ack != nil && ack.Err() != nil {
 		g.giveBack(ids)
 		if c.isClosed() {
@@ -520,85 +591,91 @@ func (c *groupConn) pipeline(ctx context.Context, queue func(goredis.Pipeliner))
 	}
 }
 
-// readPending reads a batch of this consumer's pending entries, with their
-// delivery counts.
+// readPending reads a page of this consumer's pending entries: XPENDING
+// for their IDs and delivery counts, XRANGE for their fields. Unlike
+// XREADGROUP with an ID, neither changes a delivery count: an entry only
+// read again never counts toward the delivery limit.
 func (c *groupConn) readPending(ctx context.Context) error {
 	g := c.g
-	var pend *goredis.XPendingExtCmd
 	start := "(" + c.after
 	if c.after == "0" {
 		start = "-"
 	}
-	size := g.readSize()
-	readCmd, read := newReadGroup(ctx, g.rdb, &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, c.after}, Count: size, Block: -1})
+	var pend *goredis.XPendingExtCmd
 	c.pipeline(ctx, func(p goredis.Pipeliner) {
-		_ = p.Process(ctx, readCmd)
-		pend = p.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: start, End: "+", Count: size, Consumer: g.consumer})
+		pend = p.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: start, End: "+", Count: g.readSize(), Consumer: g.consumer})
 	})
-	msgs, err := messages(read)
+	list, err := pend.Result()
 	if err != nil {
-		return g.classify("XREADGROUP", err)
+		return g.classify("XPENDING", err)
 	}
-	g.grow(len(msgs))
-	g.mu.Lock()
-	g.member = true
-	g.mu.Unlock()
-	if len(msgs) == 0 {
+	if len(list) == 0 {
 		c.phase = phaseClaim
 		if g.cfg.claimIdle == 0 {
 			c.phase = phaseNew
 		}
 		return nil
 	}
-	counts, err := pend.Result()
-	if err != nil {
-		return g.classify("XPENDING", err)
-	}
-	var lost []string
-	for _, m := range msgs {
-		if m.Values == nil {
-			lost = append(lost, m.ID)
+	g.grow(len(list))
+	g.mu.Lock()
+	g.member = true
+	g.mu.Unlock()
+	c.after = list[len(list)-1].ID
+	return c.fetch(ctx, list, "pending for consumer "+strconv.Quote(g.consumer)+" of group "+strconv.Quote(g.group))
+}
+
+// fetch reads the fields of the pending entries list (XRANGE each, in one
+// round trip) into the buffer, with their delivery counts. Entries removed
+// from the stream are errclass.Expired, and acknowledged after a resync.
+func (c *groupConn) fetch(ctx context.Context, list []goredis.XPendingExt, where string) error {
+	g := c.g
+	cmds := make([]*goredis.XMessageSliceCmd, len(list))
+	_, _ = g.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, x := range list {
+			cmds[i] = p.XRange(ctx, g.key, x.ID, x.ID)
+		}
+		return nil
+	})
+	var lost, ids []string
+	for i, x := range list {
+		msgs, err := cmds[i].Result()
+		if err != nil {
+			c.buf = c.buf[:0]
+			return g.classify("XRANGE", err)
+		}
+		if len(msgs) == 0 {
+			lost = append(lost, x.ID)
 			continue
 		}
-		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values, Deliveries: countOf(counts, m.ID)})
+		ids = append(ids, x.ID)
+		c.buf = append(c.buf, Entry{ID: x.ID, Values: msgs[0].Values, Deliveries: max(x.RetryCount, 1)})
 	}
-	c.after = msgs[len(msgs)-1].ID
 	if len(lost) > 0 {
 		c.buf = c.buf[:0]
 		g.mu.Lock()
 		g.lost = append(g.lost, lost...)
 		g.mu.Unlock()
-		return errclass.CursorExpired(fmt.Errorf("redis: stream %q: entries %v, pending for consumer %q of group %q, were removed before they were acknowledged", g.key, lost, g.consumer, g.group))
+		return errclass.CursorExpired(fmt.Errorf("redis: stream %q: entries %v, %s, were removed before they were acknowledged", g.key, lost, where))
 	}
+	g.redelivered(ids)
+	c.hold(ids)
 	return nil
 }
 
-// countOf returns the delivery count of id in an XPENDING reply (1 when
-// absent).
-func countOf(counts []goredis.XPendingExt, id string) int64 {
-	for _, x := range counts {
-		if x.ID == id {
-			return x.RetryCount
-		}
-	}
-	return 1
-}
-
-// claim claims a batch of entries idle in other consumers' pending lists.
+// claim claims a page of entries idle for longer than the claim idle time
+// in other consumers' pending lists (XAUTOCLAIM ... JUSTID, which leaves
+// their delivery counts alone), and reads them as this consumer's own.
 func (c *groupConn) claim(ctx context.Context) error {
 	g := c.g
 	if c.claimFrom == "" {
 		c.claimFrom = "0-0"
 	}
-	claimCmd, cmd := newAutoClaim(ctx, g.rdb, &goredis.XAutoClaimArgs{
-		Stream: g.key, Group: g.group, Consumer: g.consumer, MinIdle: g.cfg.claimIdle, Start: c.claimFrom, Count: g.readSize(),
-	})
+	claimCmd, cmd := newOnce(ctx, "XAUTOCLAIM", g.key, g.group, g.consumer, g.cfg.claimIdle.Milliseconds(), c.claimFrom, "COUNT", g.readSize(), "JUSTID")
 	_ = g.rdb.Process(ctx, claimCmd)
-	msgs, next, deleted, err := cmd.Result()
+	next, ids, deleted, err := autoClaimReply(cmd)
 	if err != nil {
 		return g.classify("XAUTOCLAIM", err)
 	}
-	g.grow(len(msgs))
 	c.claimFrom = next
 	if next == "0-0" || next == "" {
 		c.phase, c.claimFrom = phaseNew, ""
@@ -609,21 +686,55 @@ func (c *groupConn) claim(ctx context.Context) error {
 	if len(deleted) > 0 {
 		return errclass.CursorExpired(fmt.Errorf("redis: stream %q: entries %v, pending in group %q, were removed before they were acknowledged (XAUTOCLAIM dropped them)", g.key, deleted, g.group))
 	}
-	if len(msgs) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
+	g.grow(len(ids))
 	g.mu.Lock()
-	window := int64(len(g.unacked))
+	g.member = true
+	window := int64(len(g.held))
 	g.mu.Unlock()
-	counts, err := g.rdb.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
-		Count: g.cfg.count + window, Consumer: g.consumer}).Result()
+	all, err := g.rdb.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: ids[0], End: ids[len(ids)-1],
+		Count: int64(len(ids)) + window, Consumer: g.consumer}).Result()
 	if err != nil {
 		return g.classify("XPENDING", err)
 	}
-	for _, m := range msgs {
-		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values, Deliveries: countOf(counts, m.ID)})
+	list := make([]goredis.XPendingExt, 0, len(ids))
+	for _, x := range all {
+		if slices.Contains(ids, x.ID) {
+			list = append(list, x)
+		}
 	}
-	return nil
+	return c.fetch(ctx, list, "claimed in group "+strconv.Quote(g.group))
+}
+
+// autoClaimReply splits the reply of XAUTOCLAIM ... JUSTID.
+func autoClaimReply(cmd *goredis.Cmd) (next string, ids, deleted []string, err error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if len(v) < 2 {
+		return "", nil, nil, fmt.Errorf("XAUTOCLAIM replied %d elements, want 2 or 3", len(v))
+	}
+	next, _ = v[0].(string)
+	ids = replyStrings(v[1])
+	if len(v) > 2 {
+		deleted = replyStrings(v[2])
+	}
+	return next, ids, deleted, nil
+}
+
+// replyStrings returns the strings of a reply's array.
+func replyStrings(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // readNew reads new entries: without blocking, then, when there were
@@ -633,6 +744,13 @@ func (c *groupConn) claim(ctx context.Context) error {
 // a blocking read, by a full check of the stream and the group.
 func (c *groupConn) readNew(ctx context.Context) error {
 	g := c.g
+	g.mu.Lock()
+	due := g.cfg.claimIdle > 0 && time.Since(g.lastClaim) >= g.cfg.claimIdle/2
+	g.mu.Unlock()
+	if due { // claims run on their own clock, whatever the backlog
+		c.phase = phaseClaim
+		return nil
+	}
 	args := &goredis.XReadGroupArgs{Group: g.group, Consumer: g.consumer, Streams: []string{g.key, ">"}, Count: g.readSize(), Block: -1}
 	readCmd, read := newReadGroup(ctx, g.rdb, args)
 	full := c.idle || time.Since(c.probed) >= g.cfg.block
@@ -666,19 +784,17 @@ func (c *groupConn) readNew(ctx context.Context) error {
 	if err != nil {
 		return g.classify("XREADGROUP", err)
 	}
+	g.mu.Lock()
+	g.member = true // XREADGROUP made the consumer
+	g.mu.Unlock()
 	c.idle = len(msgs) == 0 && !full
 	if c.idle {
 		return nil // check before blocking
 	}
 	if len(msgs) == 0 {
 		g.mu.Lock()
-		due := g.cfg.claimIdle > 0 && time.Since(g.lastClaim) >= g.cfg.claimIdle/2
-		g.blocking = !due
+		g.blocking = true
 		g.mu.Unlock()
-		if due {
-			c.phase = phaseClaim
-			return nil
-		}
 		// Commits made while the read blocks are acknowledged at once:
 		// take those that wait first.
 		if err := g.flush(ctx); err != nil {
@@ -710,8 +826,57 @@ func (c *groupConn) readNew(ctx context.Context) error {
 	g.newest = msgs[len(msgs)-1].ID
 	for _, m := range msgs {
 		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values, Deliveries: 1})
+		g.held[m.ID] = struct{}{}
 	}
 	return nil
+}
+
+// hold notes IDs read by the connection, kept from others' claims until
+// they are acknowledged.
+func (c *groupConn) hold(ids []string) {
+	g := c.g
+	g.mu.Lock()
+	for _, id := range ids {
+		g.held[id] = struct{}{}
+	}
+	g.mu.Unlock()
+}
+
+// keep claims the entries the connection holds (read, in a handler, or
+// committed and not yet acknowledged) to this consumer again every third
+// of the claim idle time, with XCLAIM ... JUSTID, which resets their idle
+// time and nothing else: so the claim idle time bounds only a dead
+// consumer's entries, however long a handler call or the window's queue.
+func (c *groupConn) keep() {
+	g := c.g
+	every := max(g.cfg.claimIdle/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var ids []string
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ids = ids[:0]
+		g.mu.Lock()
+		for id := range g.held {
+			ids = append(ids, id)
+		}
+		g.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		args := append([]any{"XCLAIM", g.key, g.group, g.consumer, 0}, make([]any, 0, len(ids)+1)...)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		cmd, _ := newOnce(ctx, append(args, "JUSTID")...)
+		_ = g.rdb.Process(ctx, cmd) // best effort: the next tick tries again
+		cancel()
+	}
 }
 
 // Close ends the connection and acknowledges the entries committed so far;
@@ -725,7 +890,9 @@ func (c *groupConn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	close(c.stop)
 	c.block.close()
+	c.keeper.Wait()
 	g := c.g
 	g.mu.Lock()
 	if g.conn == c {
