@@ -55,6 +55,7 @@ type Group struct {
 	newest    string              // the newest ID read with ">"
 	groupLast string              // the group's last-delivered-id, as last seen
 	groupRead int64               // the group's entries-read, as last seen (0: unknown)
+	holders   []string            // the consumers with pending entries, as last seen
 	unacked   []string            // IDs handed out by the current connection, not committed
 	held      map[string]struct{} // IDs read by the current connection, not acknowledged
 	toAck     []string            // committed, not yet acknowledged
@@ -287,6 +288,8 @@ type groupInfo struct {
 	last   string // last-delivered-id
 	read   int64  // entries-read; 0: unknown
 	member bool   // the consumer is in the group
+	// names are the group's consumers; holders those with pending entries.
+	names, holders []string
 }
 
 // probeCmds are the commands of a probe, queued in a pipeline.
@@ -340,9 +343,7 @@ func (g *Group) readProbe(cmds probeCmds) (info, groupInfo, error) {
 	if err != nil {
 		return in, gi, g.classify("XINFO CONSUMERS", err)
 	}
-	for _, x := range consumers {
-		gi.member = gi.member || x.Name == g.consumer
-	}
+	gi.read1(g.consumer, consumers)
 	return in, gi, nil
 }
 
@@ -353,17 +354,40 @@ func (g *Group) checkMember(cmd *goredis.XInfoConsumersCmd) error {
 	if err != nil {
 		return g.classify("XINFO CONSUMERS", err)
 	}
+	var gi groupInfo
+	gi.read1(g.consumer, consumers)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.member {
-		return nil
-	}
+	return g.checkConsumers(gi)
+}
+
+// read1 records XINFO CONSUMERS's reply.
+func (gi *groupInfo) read1(me string, consumers []goredis.XInfoConsumer) {
 	for _, x := range consumers {
-		if x.Name == g.consumer {
-			return nil
+		gi.member = gi.member || x.Name == me
+		gi.names = append(gi.names, x.Name)
+		if x.Pending > 0 {
+			gi.holders = append(gi.holders, x.Name)
 		}
 	}
-	return fmt.Errorf("redis: consumer %q of group %q: was there, now missing (the group was recreated, or the consumer deleted): %w", g.consumer, g.group, stream.ErrSourceChanged)
+}
+
+// checkConsumers reports an error matching stream.ErrSourceChanged when
+// this consumer, which read from the group before, is not in it, or a
+// consumer that held pending entries is gone (the group was recreated, or
+// the consumer deleted: its entries vanished unhandled); otherwise it
+// records who holds entries. g.mu is held.
+func (g *Group) checkConsumers(gi groupInfo) error {
+	if g.member && !gi.member {
+		return fmt.Errorf("redis: consumer %q of group %q: was there, now missing (the group was recreated, or the consumer deleted): %w", g.consumer, g.group, stream.ErrSourceChanged)
+	}
+	for _, name := range g.holders {
+		if !slices.Contains(gi.names, name) {
+			return fmt.Errorf("redis: consumer %q of group %q: held pending entries, now missing with them (the group was recreated, or the consumer deleted): %w", name, g.group, stream.ErrSourceChanged)
+		}
+	}
+	g.holders = gi.holders
+	return nil
 }
 
 // check compares the stream and the group with what g saw of them, and
@@ -377,12 +401,13 @@ func (g *Group) check(in info, gi groupInfo) error {
 		return fmt.Errorf("redis: stream %q: missing after the group %q was created: %w", g.key, g.group, stream.ErrSourceChanged)
 	case !gi.exists:
 		return fmt.Errorf("redis: group %q of stream %q: was there, now missing: %w", g.group, g.key, stream.ErrSourceChanged)
-	case g.member && !gi.member:
-		return fmt.Errorf("redis: consumer %q of group %q: was there, now missing (the group was recreated, or the consumer deleted): %w", g.consumer, g.group, stream.ErrSourceChanged)
 	case CompareIDs(gi.last, g.groupLast) < 0:
 		return fmt.Errorf("redis: group %q: last-delivered-id was %s, now %s (recreated or set back): %w", g.group, g.groupLast, gi.last, stream.ErrSourceChanged)
 	case gi.read > 0 && gi.read < g.groupRead:
 		return fmt.Errorf("redis: group %q: entries-read was %d, now %d (recreated or set back): %w", g.group, g.groupRead, gi.read, stream.ErrSourceChanged)
+	}
+	if err := g.checkConsumers(gi); err != nil {
+		return err
 	}
 	g.groupLast, g.groupRead = gi.last, max(gi.read, g.groupRead)
 	if gi.read > 0 && (in.length == 0 || CompareIDs(in.maxDeleted, in.first) < 0) && gi.last != g.gapOK && gap(in, gi.last, gi.read) {
@@ -812,6 +837,20 @@ func (c *groupConn) readNew(ctx context.Context) error {
 		g.mu.Unlock()
 		if err != nil {
 			return g.classify("XREADGROUP", err)
+		}
+		if len(msgs) > 0 {
+			// The stream or the group may have been replaced while the
+			// read blocked (Redis then serves it from the new one): check
+			// them again before handing over what it returned.
+			in, gi, err := g.probe(ctx, nil)
+			if err == nil {
+				g.mu.Lock()
+				err = g.check(in, gi)
+				g.mu.Unlock()
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	if len(msgs) == 0 {
