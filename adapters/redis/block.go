@@ -46,7 +46,7 @@ func (b *blocker) read(ctx context.Context, cmd goredis.Cmder) {
 		return
 	}
 	if b.conn == nil {
-		b.conn = b.cl.Conn()
+		b.conn = b.cl.EphemeralConn()
 	}
 	conn, ended := b.conn, make(chan struct{})
 	b.ended = ended
@@ -81,6 +81,35 @@ func (b *blocker) read(ctx context.Context, cmd goredis.Cmder) {
 	stop := context.AfterFunc(ctx, func() { b.stop(ended) })
 	defer stop()
 	_ = conn.Process(ctx, cmd)
+}
+
+// name makes the reads' connection now and gives it the name name (CLIENT
+// SETNAME), for as long as the blocker lives: the connection is discarded
+// by close, never returned to the pool with the name. It returns the
+// connection's client ID; 0 on a ClusterClient or a Ring, which it leaves
+// alone.
+func (b *blocker) name(ctx context.Context, name string) (int64, error) {
+	if b.cl == nil {
+		return 0, nil
+	}
+	b.mu.Lock()
+	if b.conn == nil {
+		b.conn = b.cl.EphemeralConn()
+	}
+	conn := b.conn
+	b.mu.Unlock()
+	var id *goredis.IntCmd
+	if _, err := conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.ClientSetName(ctx, name)
+		id = p.ClientID(ctx)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.id = id.Val()
+	b.mu.Unlock()
+	return id.Val(), nil
 }
 
 // stop ends the read in flight, whose end closes ended. It starts an

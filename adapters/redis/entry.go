@@ -27,6 +27,12 @@ type Entry struct {
 // (stream.WithDeadLetter), which is then acknowledged, or ends Run.
 var ErrPoison = errors.New("redis: delivery limit reached")
 
+// ErrConsumerInUse is matched by the error a [Group]'s Open returns, marked
+// errclass.Permanent, when another live connection of the server runs the
+// same consumer of the same group (two processes given one name would
+// handle each other's entries twice).
+var ErrConsumerInUse = errors.New("redis: consumer name in use by another live connection")
+
 // Extract is the [cursor.Extractor] of both modes: an entry's cursor is its ID.
 //
 // [cursor.Extractor]: https://pkg.go.dev/github.com/resumable-go/resumable/cursor#Extractor

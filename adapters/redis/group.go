@@ -2,11 +2,14 @@ package redis
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -250,6 +253,21 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 		g.lost = nil
 		g.mu.Unlock()
 	}
+	block := newBlocker(g.rdb)
+	if err := g.takeName(ctx, block); err != nil {
+		block.close()
+		return nil, err
+	}
+	c, err := g.open(ctx, block)
+	if err != nil {
+		block.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// open is Open once the consumer's name is taken.
+func (g *Group) open(ctx context.Context, block *blocker) (stream.Conn[Entry], error) {
 	in, gi, err := g.probe(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -274,12 +292,71 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 	g.opened = true
 	g.unacked = g.unacked[:0]
 	g.held = make(map[string]struct{})
-	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: newBlocker(g.rdb), stop: make(chan struct{})}
+	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: block, stop: make(chan struct{})}
 	g.conn = c
 	if g.cfg.claimIdle > 0 {
 		c.keeper.Go(c.keep)
 	}
 	return c, nil
+}
+
+// nameWait bounds how long Open waits for a connection of this consumer
+// name to go, as one just closed by this process does.
+const nameWait = time.Second
+
+// takeName names the connection of block after the consumer (CLIENT
+// SETNAME, on a *Client), and fails with [ErrConsumerInUse] when another
+// connection of the server bears that name for longer than nameWait: a
+// live process runs the same consumer. A server that refuses CLIENT LIST
+// is not checked.
+func (g *Group) takeName(ctx context.Context, block *blocker) error {
+	sum := sha256.Sum256([]byte(g.key + "\x00" + g.group + "\x00" + g.consumer))
+	name := "resumable-" + hex.EncodeToString(sum[:12])
+	id, err := block.name(ctx, name)
+	if err != nil || id == 0 {
+		return classify("CLIENT SETNAME", err)
+	}
+	end := time.Now().Add(nameWait)
+	for {
+		list, err := block.cl.ClientList(ctx).Result()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil // not allowed to look (ACL): not checked
+		}
+		other := clientNamed(list, name, id)
+		if other == "" {
+			return nil
+		}
+		if time.Now().After(end) {
+			return errclass.Permanent(fmt.Errorf("redis: consumer %q of group %q on stream %q: %w (%s)", g.consumer, g.group, g.key, ErrConsumerInUse, other))
+		}
+		t := time.NewTimer(20 * time.Millisecond) // polling the server's list, bounded by nameWait
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// clientNamed returns the address of a client of CLIENT LIST's reply named
+// name, other than the client id; "" when none.
+func clientNamed(list, name string, id int64) string {
+	self := "id=" + strconv.FormatInt(id, 10) + " "
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, " name="+name+" ") && !strings.HasPrefix(line, self) {
+			for _, f := range strings.Fields(line) {
+				if strings.HasPrefix(f, "addr=") {
+					return f
+				}
+			}
+			return "a client"
+		}
+	}
+	return ""
 }
 
 // groupInfo is what XINFO GROUPS and XINFO CONSUMERS told about the group.

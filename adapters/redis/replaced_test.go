@@ -92,11 +92,17 @@ func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 // entry of it, so ErrSourceChanged, not Expired.
 func TestSourceRestartedOnRecreatedStream(t *testing.T) {
 	_, rdb := server(t)
-	ids := add(t, rdb, "s", 0, 3)
+	// The old stream's IDs are explicit, so that the new one (IDs of now)
+	// cannot hold the cursor's ID by chance.
+	for _, id := range []string{"1-1", "1-2", "1-3"} {
+		if err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", ID: id, Values: []string{"n", id}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rdb.Del(t.Context(), "s")
 	add(t, rdb, "s", 10, 10)
 	src, _ := redis.NewSource(rdb, "s")
-	r, _ := redis.NewResumer(src, cursor.NewMemory(ids[2]))
+	r, _ := redis.NewResumer(src, cursor.NewMemory("1-3"))
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
 	err := r.Run(ctx, func(context.Context, redis.Entry) error { return nil })
@@ -163,5 +169,46 @@ func TestGroupReplacedUnderBlockedRead(t *testing.T) {
 				t.Errorf("handled (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestGroupRefusesSecondLiveConsumer: a second process (here a second
+// client) running a consumer name that a live one runs is refused at
+// Open; once the first stopped, the name is free again.
+func TestGroupRefusesSecondLiveConsumer(t *testing.T) {
+	srv, rdb := server(t)
+	add(t, rdb, "s", 0, 1)
+	first := newGroup(t, rdb, "c1")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r1, _ := redis.NewGroupResumer(first)
+	done := make(chan error, 1)
+	handled := make(chan struct{})
+	go func() {
+		done <- r1.Run(ctx, first.Handler(func(context.Context, redis.Entry) error {
+			close(handled)
+			return nil
+		}))
+	}()
+	<-handled
+
+	other := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer other.Close()
+	second := newGroup(t, other, "c1")
+	r2, _ := redis.NewGroupResumer(second)
+	gctx, gcancel := context.WithTimeout(t.Context(), guard)
+	defer gcancel()
+	err := r2.Run(gctx, second.Handler(func(context.Context, redis.Entry) error { return nil }))
+	if !errors.Is(err, redis.ErrConsumerInUse) {
+		t.Errorf("second Run() = %v, want ErrConsumerInUse", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("first Run() = %v, want context.Canceled", err)
+	}
+	third := newGroup(t, other, "c1")
+	add(t, rdb, "s", 1, 1)
+	if _, err := handleUntil(t, third, 1, nil); err != nil {
+		t.Errorf("Run() after the first stopped = %v, want nil", err)
 	}
 }
