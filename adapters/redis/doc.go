@@ -29,10 +29,13 @@
 //     errclass.Permanent; connection errors and LOADING, BUSY, TRYAGAIN and
 //     the like are retried by the stream's loop; MOVED and ASK are
 //     go-redis's (use a ClusterClient). The package retries nothing itself.
-//   - A blocking read lasts at most [WithBlock]. On a *Client it runs on
-//     a connection of its own, and the end of its context or the
-//     connection's Close ends it at once (CLIENT UNBLOCK); on a
-//     ClusterClient or a Ring, within the block time.
+//   - A blocking read lasts at most [WithBlock]. On a *Client each
+//     connection of a Source or a Group reads through a small client of
+//     its own (the lane: the client's options, at most two connections,
+//     none taken from the client's pool), whose sockets the end of the
+//     read's context or the connection's Close closes: a stop is prompt
+//     even when the server answers nothing. On a ClusterClient or a Ring,
+//     reads end within the block time and the read timeout.
 //
 // docs/redis.md in the repository has what is acknowledged when, claims,
 // poison entries, and what a lost or trimmed stream looks like.

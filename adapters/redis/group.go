@@ -21,7 +21,7 @@ import (
 )
 
 // closeTimeout bounds the acknowledgements a closing connection sends.
-const closeTimeout = 5 * time.Second
+const closeTimeout = time.Second
 
 // Group is a [stream.Source] of one consumer of a Redis consumer group
 // (XREADGROUP). Make one with [NewGroup] and run it with [NewGroupResumer];
@@ -268,7 +268,7 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 
 // open is Open once the consumer's name is taken.
 func (g *Group) open(ctx context.Context, block *blocker) (stream.Conn[Entry], error) {
-	in, gi, err := g.probe(ctx, nil)
+	in, gi, err := g.probe(ctx, block.via(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ func (g *Group) open(ctx context.Context, block *blocker) (stream.Conn[Entry], e
 		if err != nil && !goredis.HasErrorPrefix(err, "BUSYGROUP") {
 			return nil, classify("XGROUP CREATE "+g.key, err)
 		}
-		if in, gi, err = g.probe(ctx, nil); err != nil {
+		if in, gi, err = g.probe(ctx, block.via(), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -292,7 +292,7 @@ func (g *Group) open(ctx context.Context, block *blocker) (stream.Conn[Entry], e
 	g.opened = true
 	g.unacked = g.unacked[:0]
 	g.held = make(map[string]struct{})
-	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: block, stop: make(chan struct{})}
+	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: block, rd: block.via(), stop: make(chan struct{})}
 	g.conn = c
 	if g.cfg.claimIdle > 0 {
 		c.keeper.Go(c.keep)
@@ -312,13 +312,13 @@ const nameWait = time.Second
 func (g *Group) takeName(ctx context.Context, block *blocker) error {
 	sum := sha256.Sum256([]byte(g.key + "\x00" + g.group + "\x00" + g.consumer))
 	name := "resumable-" + hex.EncodeToString(sum[:12])
-	id, err := block.name(ctx, name)
+	id, err := block.named(ctx, name)
 	if err != nil || id == 0 {
 		return classify("CLIENT SETNAME", err)
 	}
 	end := time.Now().Add(nameWait)
 	for {
-		list, err := block.cl.ClientList(ctx).Result()
+		list, err := g.rdb.ClientList(ctx).Result()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -386,9 +386,9 @@ func (g *Group) queueProbe(ctx context.Context, p goredis.Pipeliner) probeCmds {
 
 // probe reads the stream's and the group's state in one round trip, with
 // more queued after them.
-func (g *Group) probe(ctx context.Context, more func(goredis.Pipeliner)) (info, groupInfo, error) {
+func (g *Group) probe(ctx context.Context, rd goredis.Cmdable, more func(goredis.Pipeliner)) (info, groupInfo, error) {
 	var cmds probeCmds
-	_, _ = g.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, _ = rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		cmds = g.queueProbe(ctx, p)
 		if more != nil {
 			more(p)
@@ -535,6 +535,21 @@ func (g *Group) flush(ctx context.Context) error {
 	return nil
 }
 
+// flushOn acknowledges the committed IDs now through rd, giving them back
+// when that fails.
+func (g *Group) flushOn(ctx context.Context, rd goredis.Cmdable) error {
+	ids := g.takeAcks()
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := rd.XAck(ctx, g.key, g.group, ids...).Err(); err != nil {
+		g.giveBack(ids)
+		return g.classify("XACK", err)
+	}
+	g.release(ids)
+	return nil
+}
+
 // release forgets acknowledged IDs from those held.
 func (g *Group) release(ids []string) {
 	g.mu.Lock()
@@ -587,7 +602,8 @@ type groupConn struct {
 	probed    time.Time // phaseNew: when the stream and the group were last checked
 	idle      bool      // phaseNew: the last read found nothing, unchecked
 
-	block *blocker // the blocking reads
+	block *blocker                // the blocking reads
+	rd    goredis.UniversalClient // the reads' client: block's lane on a *Client
 
 	stop   chan struct{}  // closed by Close: keep ends
 	keeper sync.WaitGroup // keep
@@ -617,16 +633,25 @@ func (c *groupConn) Recv(ctx context.Context) (Entry, error) {
 		}
 		c.buf, c.next = c.buf[:0], 0
 		var err error
-		switch c.phase {
-		case phasePending:
-			err = c.readPending(ctx)
-		case phaseClaim:
-			err = c.claim(ctx)
-		default:
-			err = c.readNew(ctx)
-		}
+		// On a *Client the reads go through the connection's lane, whose
+		// sockets ctx's end closes: a stop never waits for a server that
+		// does not answer.
+		c.block.run(ctx, func(ctx context.Context) error {
+			switch c.phase {
+			case phasePending:
+				err = c.readPending(ctx)
+			case phaseClaim:
+				err = c.claim(ctx)
+			default:
+				err = c.readNew(ctx)
+			}
+			return err
+		})
 		if err != nil {
 			g.doubt()
+			if ctx.Err() != nil {
+				return Entry{}, ctx.Err()
+			}
 			return Entry{}, err
 		}
 	}
@@ -672,7 +697,7 @@ func (c *groupConn) pipeline(ctx context.Context, queue func(goredis.Pipeliner))
 	// Not cancelled with ctx: the acknowledgements must go out even when
 	// the stream is stopping (the read does not block).
 	pctx := context.WithoutCancel(ctx)
-	_, _ = g.rdb.Pipelined(pctx, func(p goredis.Pipeliner) error {
+	_, _ = c.rd.Pipelined(pctx, func(p goredis.Pipeliner) error {
 		if len(ids) > 0 {
 			ack = p.XAck(pctx, g.key, g.group, ids...)
 		}
@@ -732,7 +757,7 @@ func (c *groupConn) readPending(ctx context.Context) error {
 func (c *groupConn) fetch(ctx context.Context, list []goredis.XPendingExt, where string) error {
 	g := c.g
 	cmds := make([]*goredis.XMessageSliceCmd, len(list))
-	_, _ = g.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, _ = c.rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, x := range list {
 			cmds[i] = p.XRange(ctx, g.key, x.ID, x.ID)
 		}
@@ -773,7 +798,7 @@ func (c *groupConn) claim(ctx context.Context) error {
 		c.claimFrom = "0-0"
 	}
 	claimCmd, cmd := newOnce(ctx, "XAUTOCLAIM", g.key, g.group, g.consumer, g.cfg.claimIdle.Milliseconds(), c.claimFrom, "COUNT", g.readSize(), "JUSTID")
-	_ = g.rdb.Process(ctx, claimCmd)
+	_ = c.rd.Process(ctx, claimCmd)
 	next, ids, deleted, err := autoClaimReply(cmd)
 	if err != nil {
 		return g.classify("XAUTOCLAIM", err)
@@ -796,7 +821,7 @@ func (c *groupConn) claim(ctx context.Context) error {
 	g.member = true
 	window := int64(len(g.held))
 	g.mu.Unlock()
-	all, err := g.rdb.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: ids[0], End: ids[len(ids)-1],
+	all, err := c.rd.XPendingExt(ctx, &goredis.XPendingExtArgs{Stream: g.key, Group: g.group, Start: ids[0], End: ids[len(ids)-1],
 		Count: int64(len(ids)) + window, Consumer: g.consumer}).Result()
 	if err != nil {
 		return g.classify("XPENDING", err)
@@ -919,7 +944,7 @@ func (c *groupConn) readNew(ctx context.Context) error {
 			// The stream or the group may have been replaced while the
 			// read blocked (Redis then serves it from the new one): check
 			// them again before handing over what it returned.
-			in, gi, err := g.probe(ctx, nil)
+			in, gi, err := g.probe(ctx, c.rd, nil)
 			if err == nil {
 				g.mu.Lock()
 				err = g.check(in, gi)
@@ -995,9 +1020,11 @@ func (c *groupConn) keep() {
 	}
 }
 
-// Close ends the connection and acknowledges the entries committed so far;
-// a blocking read in progress ends at once on a *Client (CLIENT UNBLOCK),
-// within the block time otherwise. It may be called more than once.
+// Close ends the connection and acknowledges the entries committed so far,
+// trying for at most a second (what it could not acknowledge is delivered
+// again, pending first, by the next connection); a read in progress ends
+// at once on a *Client, within the block time otherwise. It may be called
+// more than once.
 func (c *groupConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -1007,7 +1034,7 @@ func (c *groupConn) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	close(c.stop)
-	c.block.close()
+	c.block.cut() // a read in flight ends
 	c.keeper.Wait()
 	g := c.g
 	g.mu.Lock()
@@ -1015,7 +1042,13 @@ func (c *groupConn) Close() error {
 		g.conn = nil
 	}
 	g.mu.Unlock()
+	defer c.block.close()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	return g.flush(ctx)
+	var err error
+	c.block.run(ctx, func(ctx context.Context) error {
+		err = g.flushOn(ctx, c.rd)
+		return err
+	})
+	return err
 }

@@ -65,8 +65,8 @@ func WithCount(n int) Option {
 // before the connection checks the stream again: how long a recreated
 // stream or group may go unnoticed by an idle consumer. On a *Client a
 // read in progress returns as soon as its context ends or its connection
-// is closed (CLIENT UNBLOCK, from the client's pool); on a ClusterClient or
-// a Ring, go-redis does not interrupt it, and it returns within d.
+// is closed (its socket is closed); on a ClusterClient or a Ring, go-redis
+// does not interrupt it, and it returns within d.
 // Default 1s; d below 1ms makes the constructor fail.
 func WithBlock(d time.Duration) Option {
 	return optionFunc(func(c *config) {
