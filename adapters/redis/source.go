@@ -168,7 +168,15 @@ func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 		if err := ctx.Err(); err != nil {
 			return Entry{}, err
 		}
-		if err := c.fill(ctx); err != nil {
+		var err error
+		c.block.run(ctx, func(ctx context.Context) error {
+			err = c.fill(ctx)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Entry{}, ctx.Err()
+			}
 			return Entry{}, err
 		}
 	}
@@ -192,7 +200,8 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	}
 	var infoCmd *goredis.XInfoStreamCmd
 	var readCmd *goredis.XStreamSliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	rd := c.block.via()
+	_, err := rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		infoCmd = p.XInfoStream(ctx, s.key)
 		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: -1})
 		return nil
@@ -212,7 +221,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		return classify("XREAD "+s.key, err)
 	}
 	if len(msgs) == 0 {
-		p := s.rdb.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
+		p := rd.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
 		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
 		p.Discard()
 		c.block.read(ctx, cmd)
@@ -223,7 +232,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		if len(msgs) > 0 {
 			// The stream may have been replaced while the read blocked:
 			// check it again before handing over what it returned.
-			in, err := readInfo(s.key, s.rdb.XInfoStream(ctx, s.key))
+			in, err := readInfo(s.key, rd.XInfoStream(ctx, s.key))
 			if err != nil {
 				return err
 			}
@@ -281,8 +290,9 @@ func messages(cmd *goredis.XStreamSliceCmd) ([]goredis.XMessage, error) {
 	return res[0].Messages, nil
 }
 
-// Close ends the connection; a read in progress ends within the block
-// time. It may be called more than once.
+// Close ends the connection; a read in progress ends at once on a
+// *Client, within the block time otherwise. It may be called more than
+// once.
 func (c *sourceConn) Close() error {
 	c.mu.Lock()
 	c.closed = true

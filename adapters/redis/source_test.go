@@ -276,8 +276,8 @@ func awaitBlockedN(t *testing.T, rdb *goredis.Client, cmd string, n int) {
 }
 
 // TestStopEndsBlockingRead: a reader blocked in XREAD or XREADGROUP with
-// a block time of ten minutes returns as soon as its context ends (CLIENT
-// UNBLOCK), not when the block time runs out; then the same client reads
+// a block time of ten minutes returns as soon as its context ends (its
+// socket closed), not when the block time runs out; then the same client reads
 // again, the connection of the blocked read given back.
 func TestStopEndsBlockingRead(t *testing.T) {
 	for _, cmd := range []string{"xread", "xreadgroup"} {
