@@ -19,13 +19,6 @@ type onceRead struct{ *goredis.XStreamSliceCmd }
 
 func (onceRead) NoRetry() bool { return true }
 
-// onceClaim is an XAUTOCLAIM go-redis must not retry.
-type onceClaim struct {
-	*goredis.XAutoClaimWithDeletedCmd
-}
-
-func (onceClaim) NoRetry() bool { return true }
-
 // once is a command go-redis must not retry.
 type once struct{ *goredis.Cmd }
 
@@ -39,15 +32,6 @@ func newReadGroup(ctx context.Context, rdb goredis.UniversalClient, a *goredis.X
 	cmd := p.XReadGroup(ctx, a)
 	p.Discard()
 	return onceRead{cmd}, cmd
-}
-
-// newAutoClaim returns an XAUTOCLAIM made but not run, wrapped so that
-// go-redis never retries it, and its result.
-func newAutoClaim(ctx context.Context, rdb goredis.UniversalClient, a *goredis.XAutoClaimArgs) (goredis.Cmder, *goredis.XAutoClaimWithDeletedCmd) {
-	p := rdb.Pipeline()
-	cmd := p.XAutoClaimWithDeleted(ctx, a)
-	p.Discard()
-	return onceClaim{cmd}, cmd
 }
 
 // newOnce returns the command args, made but not run, wrapped so that
