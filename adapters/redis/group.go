@@ -254,13 +254,19 @@ func (g *Group) Open(ctx context.Context, _ string) (stream.Conn[Entry], error) 
 		g.mu.Unlock()
 	}
 	block := newBlocker(g.rdb)
-	if err := g.takeName(ctx, block); err != nil {
-		block.close()
-		return nil, err
-	}
-	c, err := g.open(ctx, block)
+	var c stream.Conn[Entry]
+	var err error
+	block.run(ctx, func(ctx context.Context) error { // ctx's end cuts the lane
+		if err = g.takeName(ctx, block); err == nil {
+			c, err = g.open(ctx, block)
+		}
+		return err
+	})
 	if err != nil {
 		block.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	return c, nil
