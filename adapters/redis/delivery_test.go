@@ -130,14 +130,19 @@ func TestGroupClaimsBehindABacklog(t *testing.T) {
 	backlog := add(t, rdb, "s", 5, 300)
 	const idle = 200 * time.Millisecond
 	g := newGroup(t, rdb, "alive", redis.WithClaimIdle(idle), redis.WithCount(10))
+	var mu sync.Mutex
 	var order []string
+	// Claims run when the reader reads: a small window keeps it from
+	// reading the whole backlog ahead while the first call waits.
 	got, err := handleUntil(t, g, len(dead)+len(backlog), func(e redis.Entry) error {
 		if e.ID == backlog[0] {
 			awaitIdle(t, rdb, "dead", idle)
 		}
+		mu.Lock()
 		order = append(order, e.ID)
+		mu.Unlock()
 		return nil
-	})
+	}, stream.WithConcurrency(2), stream.WithWindow(10))
 	if err != nil {
 		t.Fatalf("Run() = %v, want nil", err)
 	}
@@ -177,8 +182,8 @@ func awaitIdle(t *testing.T, rdb *goredis.Client, consumer string, d time.Durati
 // they wait: the claim idle time bounds only a dead consumer's entries.
 func TestGroupKeepsEntriesInHand(t *testing.T) {
 	_, rdb := server(t)
-	ids := add(t, rdb, "s", 0, 6)
-	const idle = 300 * time.Millisecond
+	ids := add(t, rdb, "s", 0, 4)
+	const idle = 500 * time.Millisecond
 	slow := newGroup(t, rdb, "slow", redis.WithClaimIdle(idle))
 	other := newGroup(t, rdb, "other", redis.WithClaimIdle(idle))
 	ctx, cancel := context.WithCancel(t.Context())
