@@ -19,7 +19,8 @@ const laneSize = 2
 // run on a client of their own (the lane: the user's options, at most
 // laneSize connections, dialled through a dialer that keeps the sockets),
 // so that they never hold a connection of the user's pool, and ending one
-// closes its socket; on a ClusterClient or a Ring they run as any command
+// closes its socket (hooks added to the user's client with AddHook do not
+// see the lane's commands); on a ClusterClient or a Ring they run as any command
 // does, and end within the block time.
 type blocker struct {
 	rdb  goredis.UniversalClient
@@ -56,7 +57,9 @@ func (b *blocker) client() *goredis.Client {
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = laneSize, 0, laneSize, laneSize
 		o.MaxRetries = -1 // the lane's commands are never retried by go-redis
-		o.ClientName = b.name
+		if b.name != "" {
+			o.ClientName = b.name
+		}
 		dial := o.Dialer
 		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
