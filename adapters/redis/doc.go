@@ -14,7 +14,9 @@
 //     A crash redelivers at most what was read and not yet acknowledged.
 //   - After a start, a consumer gets its own pending entries first, then
 //     those idle for longer than [WithClaimIdle] in other consumers'
-//     lists, then new ones. Give each process a fixed consumer name.
+//     lists, then new ones. Give each process a fixed consumer name: on a
+//     *Client, a second live process with the same name is refused at
+//     Open ([ErrConsumerInUse]).
 //   - An entry whose handler calls failed [WithMaxDeliveries] times (calls
 //     in a process that died included; reads never count; failures marked
 //     errclass.RetryAfter never count) is parked (stream.WithDeadLetter)
