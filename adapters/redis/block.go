@@ -2,146 +2,161 @@ package redis
 
 import (
 	"context"
+	"net"
 	"sync"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
+
+// laneSize is the connections of a lane: the blocking read, and the
+// acknowledgements sent at a connection's close while it may still run.
+const laneSize = 2
 
 // blocker runs a connection's blocking reads (XREAD and XREADGROUP with
 // BLOCK) so that the end of their context, or the connection's Close, ends
-// them at once instead of when the block time runs out. On a *Client they
-// run on a Redis connection of their own, which CLIENT UNBLOCK names by its
-// ID; on a ClusterClient or a Ring they run as any command does, and end
-// within the block time.
+// them at once, even when the server does not answer. On a *Client they
+// run on a client of their own (the lane: the user's options, at most
+// laneSize connections, dialled through a dialer that keeps the sockets),
+// so that they never hold a connection of the user's pool, and ending one
+// closes its socket (hooks added to the user's client with AddHook do not
+// see the lane's commands); on a ClusterClient or a Ring they run as any command
+// does, and end within the block time.
 type blocker struct {
-	rdb goredis.UniversalClient
-	cl  *goredis.Client // rdb, when it is one; nil otherwise
+	rdb  goredis.UniversalClient
+	opt  *goredis.Options // rdb's options, when it is a *Client; nil otherwise
+	name string           // the lane's client name (CLIENT SETNAME); "" for none
 
-	mu      sync.Mutex
-	conn    *goredis.Conn // the reads' connection; nil before the first
-	id      int64         // conn's client ID; 0: not known yet
-	ended   chan struct{} // closed when the read in flight returns; nil: none in flight
-	closed  bool          // conn goes when the read in flight returns
-	unblock sync.WaitGroup
+	mu     sync.Mutex
+	lane   *goredis.Client // nil before the first use
+	socks  map[net.Conn]bool
+	closed bool
 }
 
 func newBlocker(rdb goredis.UniversalClient) *blocker {
-	cl, _ := rdb.(*goredis.Client)
-	return &blocker{rdb: rdb, cl: cl}
+	b := &blocker{rdb: rdb}
+	if cl, ok := rdb.(*goredis.Client); ok {
+		b.opt = cl.Options()
+	}
+	return b
 }
 
-// read runs do, a blocking read, with ctx: on the blocker's connection,
-// ended by CLIENT UNBLOCK when ctx ends or close is called.
-func (b *blocker) read(ctx context.Context, do func(goredis.Cmdable) *goredis.XStreamSliceCmd) *goredis.XStreamSliceCmd {
-	if b.cl == nil {
-		return do(b.rdb)
-	}
+// client returns the lane, made at the first call; nil after close.
+func (b *blocker) client() *goredis.Client {
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		cmd := goredis.NewXStreamSliceCmd(ctx)
+	defer b.mu.Unlock()
+	if b.closed || b.opt == nil {
+		return nil
+	}
+	if b.lane == nil {
+		o := *b.opt
+		// The user's client set these up for itself: the lane must not
+		// share its push processor, nor take part in maintenance
+		// notifications (its reads end and reopen on any failure).
+		o.PushNotificationProcessor = nil
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = laneSize, 0, laneSize, laneSize
+		o.MaxRetries = -1 // the lane's commands are never retried by go-redis
+		if b.name != "" {
+			o.ClientName = b.name
+		}
+		dial := o.Dialer
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.socks == nil {
+				b.socks = make(map[net.Conn]bool)
+			}
+			b.socks[c] = true
+			return c, nil
+		}
+		b.lane = goredis.NewClient(&o)
+	}
+	return b.lane
+}
+
+// read runs cmd, a blocking read, with ctx; cmd holds the result. When ctx
+// ends first, the read ends at once with ctx's error.
+func (b *blocker) read(ctx context.Context, cmd goredis.Cmder) {
+	if b.opt == nil {
+		_ = b.rdb.Process(ctx, cmd)
+		return
+	}
+	lane := b.client()
+	if lane == nil {
 		cmd.SetErr(errClosed)
-		return cmd
+		return
 	}
-	if b.conn == nil {
-		b.conn = b.cl.Conn()
+	b.run(ctx, func(ctx context.Context) error { return lane.Process(ctx, cmd) })
+	if err := ctx.Err(); err != nil && cmd.Err() != nil {
+		cmd.SetErr(err)
 	}
-	conn, ended := b.conn, make(chan struct{})
-	b.ended = ended
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.ended = nil // no unblocking starts after this
-		b.mu.Unlock()
-		close(ended)     // one in progress stops
-		b.unblock.Wait() // and is waited for
-		b.mu.Lock()
-		if b.closed {
-			b.closeConn()
-		}
-		b.mu.Unlock()
-	}()
-	if b.id == 0 {
-		id, err := conn.ClientID(ctx).Result()
-		if err != nil {
-			cmd := goredis.NewXStreamSliceCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
-		}
-		b.mu.Lock()
-		b.id = id
-		closed := b.closed // a close that came before the ID could not unblock
-		b.mu.Unlock()
-		if closed {
-			cmd := goredis.NewXStreamSliceCmd(ctx)
-			cmd.SetErr(errClosed)
-			return cmd
-		}
+}
+
+// via returns the client a connection's commands go through: the lane on
+// a *Client, the user's client otherwise.
+func (b *blocker) via() goredis.UniversalClient {
+	if lane := b.client(); lane != nil {
+		return lane
 	}
-	stop := context.AfterFunc(ctx, func() { b.stop(ended) })
+	return b.rdb
+}
+
+// run runs do on the lane with ctx, closing the lane's sockets when ctx
+// ends first: go-redis does not interrupt a command when its context ends,
+// and a server that does not answer would hold it for the read timeout.
+func (b *blocker) run(ctx context.Context, do func(context.Context) error) {
+	stop := context.AfterFunc(ctx, b.cut)
 	defer stop()
-	return do(conn)
+	_ = do(ctx)
 }
 
-// stop ends the read in flight, whose end closes ended. It starts an
-// unblocking that read waits for.
-func (b *blocker) stop(ended chan struct{}) {
+// cut closes the lane's sockets: a command in flight on them fails at
+// once, and the next one dials again.
+func (b *blocker) cut() {
 	b.mu.Lock()
-	id := b.id
-	if b.ended != ended || id == 0 { // that read returned already
-		b.mu.Unlock()
-		return
+	defer b.mu.Unlock()
+	for c := range b.socks {
+		_ = c.Close()
 	}
-	b.unblock.Add(1)
-	b.mu.Unlock()
-	defer b.unblock.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	// The read may not have reached the server yet: then nothing is
-	// blocked (the reply is 0), and the read blocks a moment later.
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		if n, err := b.cl.ClientUnblock(ctx, id).Result(); err != nil || n == 1 {
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ended:
-		case <-ctx.Done():
-		case <-t.C:
-			continue
-		}
-		t.Stop()
-		return
-	}
+	clear(b.socks)
 }
 
-// close ends the read in flight, if any, and releases the connection once
-// it returned. Reads after it fail.
-func (b *blocker) close() {
-	if b.cl == nil {
-		return
+// named makes the lane now, its connections named name (CLIENT SETNAME),
+// and returns the client ID of one; 0 on a ClusterClient or a Ring, which
+// it leaves alone. The name goes with the lane (close): no connection of
+// the user's pool ever bears it.
+func (b *blocker) named(ctx context.Context, name string) (int64, error) {
+	if b.opt == nil {
+		return 0, nil
 	}
+	b.mu.Lock()
+	b.name = name
+	b.mu.Unlock()
+	lane := b.client()
+	if lane == nil {
+		return 0, errClosed
+	}
+	return lane.ClientID(ctx).Result()
+}
+
+// close ends the read in flight, if any, and closes the lane. Reads after
+// it fail. It may be called more than once.
+func (b *blocker) close() {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return
 	}
 	b.closed = true
-	ended := b.ended
-	if ended == nil {
-		b.closeConn()
-		b.mu.Unlock()
-		return
-	}
+	lane := b.lane
 	b.mu.Unlock()
-	b.stop(ended) // the read's end releases the connection
-}
-
-// closeConn releases the connection; b.mu is held.
-func (b *blocker) closeConn() {
-	if b.conn != nil {
-		_ = b.conn.Close()
-		b.conn = nil
+	b.cut()
+	if lane != nil {
+		_ = lane.Close()
 	}
 }

@@ -14,10 +14,14 @@
 //     A crash redelivers at most what was read and not yet acknowledged.
 //   - After a start, a consumer gets its own pending entries first, then
 //     those idle for longer than [WithClaimIdle] in other consumers'
-//     lists, then new ones. Give each process a fixed consumer name.
-//   - An entry delivered [WithMaxDeliveries] times is parked
-//     (stream.WithDeadLetter) and then acknowledged; without a dead letter
-//     Run ends and the entry stays pending. Never dropped without a record.
+//     lists, then new ones. Give each process a fixed consumer name: on a
+//     *Client, a second live process with the same name is refused at
+//     Open ([ErrConsumerInUse]).
+//   - An entry whose handler calls failed [WithMaxDeliveries] times (calls
+//     in a process that died included; reads never count; failures marked
+//     errclass.RetryAfter never count) is parked (stream.WithDeadLetter)
+//     and then acknowledged; without a dead letter Run ends and the entry
+//     stays pending. Never dropped without a record.
 //   - A stream or group that disappeared or was recreated (a restart
 //     without persistence, FLUSHALL, DEL, XGROUP DESTROY) is
 //     stream.ErrSourceChanged; a group is created only by the first Open
@@ -27,10 +31,13 @@
 //     errclass.Permanent; connection errors and LOADING, BUSY, TRYAGAIN and
 //     the like are retried by the stream's loop; MOVED and ASK are
 //     go-redis's (use a ClusterClient). The package retries nothing itself.
-//   - A blocking read lasts at most [WithBlock]. On a *Client it runs on
-//     a connection of its own, and the end of its context or the
-//     connection's Close ends it at once (CLIENT UNBLOCK); on a
-//     ClusterClient or a Ring, within the block time.
+//   - A blocking read lasts at most [WithBlock]. On a *Client each
+//     connection of a Source or a Group reads through a small client of
+//     its own (the lane: the client's options, at most two connections,
+//     none taken from the client's pool), whose sockets the end of the
+//     read's context or the connection's Close closes: a stop is prompt
+//     even when the server answers nothing. On a ClusterClient or a Ring,
+//     reads end within the block time and the read timeout.
 //
 // docs/redis.md in the repository has what is acknowledged when, claims,
 // poison entries, and what a lost or trimmed stream looks like.

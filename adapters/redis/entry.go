@@ -14,17 +14,24 @@ type Entry struct {
 	// Values are the entry's fields and values, as go-redis reads them
 	// (each value a string).
 	Values map[string]any `json:"values"`
-	// Deliveries is how many times the group handed the entry out, this
-	// time included (1 the first time; a restart, a claim and each retry
-	// of [Group.Handler] add one). Zero for a [Source].
+	// Deliveries is the group's delivery count of the entry when it was
+	// read: one plus the handler calls [Group.Handler] recorded on it (1
+	// for an entry never handled; reading it again after a restart or a
+	// claim adds nothing). Zero for a [Source].
 	Deliveries int64 `json:"deliveries,omitempty"`
 }
 
 // ErrPoison is matched by the error [Group.Handler] returns for an entry
-// that reached the group's delivery limit ([WithMaxDeliveries]): it is
+// whose handler calls reached the group's limit ([WithMaxDeliveries]): it is
 // marked errclass.Permanent, so the stream parks the entry
 // (stream.WithDeadLetter), which is then acknowledged, or ends Run.
 var ErrPoison = errors.New("redis: delivery limit reached")
+
+// ErrConsumerInUse is matched by the error a [Group]'s Open returns, marked
+// errclass.Permanent, when another live connection of the server runs the
+// same consumer of the same group (two processes given one name would
+// handle each other's entries twice).
+var ErrConsumerInUse = errors.New("redis: consumer name in use by another live connection")
 
 // Extract is the [cursor.Extractor] of both modes: an entry's cursor is its ID.
 //

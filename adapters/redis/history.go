@@ -33,15 +33,20 @@ func readInfo(key string, cmd *goredis.XInfoStreamCmd) (info, error) {
 		maxDeleted: v.MaxDeletedEntryID, first: v.FirstEntry.ID}, nil
 }
 
-// history is what a Source or a Group saw of a stream during its life:
-// the stream may only grow. Redis streams carry no identity of their own,
-// so a stream deleted and added to again is told apart by its counters:
-// entries-added and last-generated-id never go back in one stream's life.
+// history is what a Source or a Group saw of a stream during its life.
+// Redis streams carry no identity of their own, so a stream deleted and
+// added to again is told apart by its counters: in one stream's life
+// entries-added, last-generated-id, max-deleted-entry-id and the first
+// entry's ID never go back, and the first entry changes only when entries
+// are removed (entries-added minus the length grows).
 type history struct {
-	key   string
-	seen  bool
-	added int64
-	last  string
+	key        string
+	seen       bool
+	added      int64
+	last       string
+	maxDeleted string
+	first      string
+	length     int64
 }
 
 // check reports an error matching stream.ErrSourceChanged when the
@@ -57,7 +62,15 @@ func (h *history) check(in info) error {
 		return fmt.Errorf("redis: stream %q: entries-added and last-generated-id were %d and %s, now %d and %s (deleted and added to again): %w",
 			h.key, h.added, h.last, in.added, in.last, stream.ErrSourceChanged)
 	}
-	h.seen, h.added, h.last = true, in.added, in.last
+	if h.seen && (CompareIDs(in.maxDeleted, h.maxDeleted) < 0 || h.length > 0 && in.length > 0 && CompareIDs(in.first, h.first) < 0) {
+		return fmt.Errorf("redis: stream %q: max-deleted-entry-id and first entry were %s and %s, now %s and %s (deleted and added to again): %w",
+			h.key, h.maxDeleted, h.first, in.maxDeleted, in.first, stream.ErrSourceChanged)
+	}
+	if h.seen && h.length > 0 && in.added-in.length == h.added-h.length && in.first != h.first {
+		return fmt.Errorf("redis: stream %q: no entry was removed (%d removed before and now), yet the first entry was %s and is now %q (deleted and added to again): %w",
+			h.key, in.added-in.length, h.first, in.first, stream.ErrSourceChanged)
+	}
+	h.seen, h.added, h.last, h.maxDeleted, h.first, h.length = true, in.added, in.last, in.maxDeleted, in.first, in.length
 	return nil
 }
 

@@ -65,8 +65,8 @@ func WithCount(n int) Option {
 // before the connection checks the stream again: how long a recreated
 // stream or group may go unnoticed by an idle consumer. On a *Client a
 // read in progress returns as soon as its context ends or its connection
-// is closed (CLIENT UNBLOCK, from the client's pool); on a ClusterClient or
-// a Ring, go-redis does not interrupt it, and it returns within d.
+// is closed (its socket is closed); on a ClusterClient or a Ring, go-redis
+// does not interrupt it, and it returns within d.
 // Default 1s; d below 1ms makes the constructor fail.
 func WithBlock(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -78,10 +78,13 @@ func WithBlock(d time.Duration) Option {
 	})
 }
 
-// WithClaimIdle sets how long an entry may sit in another consumer's
-// pending list before a [Group] claims it (XAUTOCLAIM); it must be longer
-// than the slowest handler call, or a live consumer's entry is claimed
-// and handled twice. Default 30s; 0 turns claims off; a negative d makes
+// WithClaimIdle sets how long an entry may sit idle in a dead consumer's
+// pending list before a [Group] claims it (XAUTOCLAIM, every half of d
+// whatever the backlog). A live consumer keeps the entries it holds (read,
+// in a handler, or waiting for their acknowledgement) from others by
+// claiming them to itself again every d/3, so d needs no relation to the
+// handler's speed, only to how long a pause (GC, a stopped process) may
+// pass for a death. Default 30s; 0 turns claims off; a negative d makes
 // NewGroup fail. Group only: NewSource refuses it.
 func WithClaimIdle(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -94,11 +97,12 @@ func WithClaimIdle(d time.Duration) Option {
 	})
 }
 
-// WithMaxDeliveries sets the delivery limit of a [Group]: [Group.Handler]
-// hands an entry to the handler at most n times (deliveries after a
-// restart or a claim included), then returns [ErrPoison] so that the
-// stream parks it. Default 5; n < 1 makes NewGroup fail. Group only:
-// NewSource refuses it.
+// WithMaxDeliveries sets the handler-call limit of a [Group]:
+// [Group.Handler] hands an entry to the handler at most n times (calls
+// before a restart or on another consumer included; reads without a call
+// never count), then returns [ErrPoison] so that the stream parks it.
+// Failures marked errclass.RetryAfter do not count. Default 5; n < 1 makes
+// NewGroup fail. Group only: NewSource refuses it.
 func WithMaxDeliveries(n int) Option {
 	return optionFunc(func(c *config) {
 		c.groupOnly = append(c.groupOnly, "WithMaxDeliveries")

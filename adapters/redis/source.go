@@ -21,7 +21,8 @@ var errClosed = errors.New("redis: connection closed")
 // any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
 // time and starts no goroutine.
 //
-// Every read is pipelined with XINFO STREAM, and fails with an error
+// Every read is pipelined with XINFO STREAM (a blocking read that returned
+// entries is followed by one, before they are handed over), and fails with an error
 // matching stream.ErrSourceChanged when the stream, seen before or named
 // by a cursor, is missing or went back (deleted and added to again), and
 // with an errclass.Expired error when entries after the cursor were
@@ -80,15 +81,32 @@ func (s *Source) onResync(ev stream.ResyncEvent[string]) {
 
 // Open returns a connection that delivers the entries after after (from
 // the first entry when after is empty). A non-empty after that is not an
-// entry ID is errclass.Permanent; a stream missing, or whose
-// last-generated-id is before after, is stream.ErrSourceChanged.
+// entry ID is errclass.Permanent; a stream missing, whose
+// last-generated-id is before after, or of which after is no entry and
+// cannot have been removed (nothing was ever removed, or after lies among
+// the entries present and none was deleted), is stream.ErrSourceChanged.
 func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], error) {
 	if after != "" && !validID(after) {
 		return nil, errclass.Permanent(fmt.Errorf("redis: stream %q: cursor %q is not an entry ID", s.key, after))
 	}
-	in, err := readInfo(s.key, s.rdb.XInfoStream(ctx, s.key))
+	var infoCmd *goredis.XInfoStreamCmd
+	var atCmd *goredis.XMessageSliceCmd
+	_, _ = s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		infoCmd = p.XInfoStream(ctx, s.key)
+		if after != "" {
+			atCmd = p.XRangeN(ctx, s.key, after, after, 1)
+		}
+		return nil
+	})
+	in, err := readInfo(s.key, infoCmd)
 	if err != nil {
 		return nil, err
+	}
+	var at []goredis.XMessage
+	if atCmd != nil && in.exists {
+		if at, err = atCmd.Result(); err != nil {
+			return nil, classify("XRANGE "+s.key, err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -97,6 +115,15 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	}
 	if in.exists && CompareIDs(in.last, after) < 0 {
 		return nil, fmt.Errorf("redis: stream %q: last-generated-id %s is before the cursor %s: %w", s.key, in.last, after, stream.ErrSourceChanged)
+	}
+	if in.exists && after != "" && after != s.resynced && len(at) == 0 && in.length > 0 && CompareIDs(in.maxDeleted, after) < 0 &&
+		(in.added == in.length || CompareIDs(in.first, after) <= 0) {
+		// The cursor is no entry of this stream, and was not removed
+		// from it: none was (its first entry is its first ever), or it
+		// would lie among the entries present and none of those was
+		// deleted.
+		return nil, fmt.Errorf("redis: stream %q: the cursor %s is no entry of it, and was not removed (first entry %s, entries-added %d, length %d, max-deleted-entry-id %s): %w",
+			s.key, after, in.first, in.added, in.length, in.maxDeleted, stream.ErrSourceChanged)
 	}
 	if err := s.hist.check(in); err != nil {
 		return nil, err
@@ -141,7 +168,15 @@ func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 		if err := ctx.Err(); err != nil {
 			return Entry{}, err
 		}
-		if err := c.fill(ctx); err != nil {
+		var err error
+		c.block.run(ctx, func(ctx context.Context) error {
+			err = c.fill(ctx)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Entry{}, ctx.Err()
+			}
 			return Entry{}, err
 		}
 	}
@@ -165,7 +200,8 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	}
 	var infoCmd *goredis.XInfoStreamCmd
 	var readCmd *goredis.XStreamSliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	rd := c.block.via()
+	_, err := rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		infoCmd = p.XInfoStream(ctx, s.key)
 		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: -1})
 		return nil
@@ -185,11 +221,24 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		return classify("XREAD "+s.key, err)
 	}
 	if len(msgs) == 0 {
-		msgs, err = messages(c.block.read(ctx, func(cmd goredis.Cmdable) *goredis.XStreamSliceCmd {
-			return cmd.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
-		}))
+		p := rd.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
+		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
+		p.Discard()
+		c.block.read(ctx, cmd)
+		msgs, err = messages(cmd)
 		if err != nil {
 			return classify("XREAD "+s.key, err)
+		}
+		if len(msgs) > 0 {
+			// The stream may have been replaced while the read blocked:
+			// check it again before handing over what it returned.
+			in, err := readInfo(s.key, rd.XInfoStream(ctx, s.key))
+			if err != nil {
+				return err
+			}
+			if err := c.check(in, pos); err != nil {
+				return err
+			}
 		}
 	}
 	c.buf, c.next = c.buf[:0], 0
@@ -241,8 +290,9 @@ func messages(cmd *goredis.XStreamSliceCmd) ([]goredis.XMessage, error) {
 	return res[0].Messages, nil
 }
 
-// Close ends the connection; a read in progress ends within the block
-// time. It may be called more than once.
+// Close ends the connection; a read in progress ends at once on a
+// *Client, within the block time otherwise. It may be called more than
+// once.
 func (c *sourceConn) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -10,7 +10,7 @@
 //	handled ID
 //
 // An entry whose field poison is 1 makes the handler fail every time;
-// after -max-deliveries deliveries (a restart's and a claim's included) it
+// after -max-deliveries failed handler calls (across restarts and claims) it
 // is appended to the dead-letter file (one JSON line, package deadletter)
 // and printed as
 //
@@ -67,7 +67,7 @@ func run(ctx context.Context, stdout io.Writer, args []string) error {
 	group := fs.String("group", "", "the consumer group's `NAME`")
 	consumer := fs.String("consumer", "", "this consumer's `NAME` (the same after a restart)")
 	claimIdle := fs.Duration("claim-idle", 30*time.Second, "how long an entry may sit in another consumer's pending list before it is claimed")
-	maxDeliveries := fs.Int("max-deliveries", 3, "deliveries of an entry before it is parked")
+	maxDeliveries := fs.Int("max-deliveries", 3, "failed handler calls on an entry before it is parked")
 	dlPath := fs.String("dead-letter", "", "the dead-letter `FILE` (default: the stream's name, in the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return err

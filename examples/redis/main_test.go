@@ -381,8 +381,8 @@ func TestKills(t *testing.T) {
 			t.Errorf("poison entry %s: parked %d times, handled %d times; want parked, never handled", id, parked[id], handled[id])
 		}
 	}
-	// Each park is recorded at the delivery limit (3) or, when a kill
-	// came between a failure and its count, when it arrived over it.
+	// Each park is recorded at the limit of 3 handler calls, in the third
+	// call or, when a kill came in or after it, before a fourth.
 	for _, c := range cs {
 		for rec, err := range deadletter.Read[redis.Entry, string](filepath.Join(filepath.Dir(c.out), "dead")) {
 			if err != nil {
@@ -391,8 +391,8 @@ func TestKills(t *testing.T) {
 			if !poison[rec.Cursor] {
 				t.Errorf("parked %s, not a poison entry", rec.Cursor)
 			}
-			if !strings.Contains(rec.Err, "at delivery 3,") && !strings.Contains(rec.Err, "over the limit 3") {
-				t.Errorf("parked %s: %s; want parked at the delivery limit 3", rec.Cursor, rec.Err)
+			if !strings.Contains(rec.Err, "in handler call 3, the limit") && !strings.Contains(rec.Err, "the limit is 3") {
+				t.Errorf("parked %s: %s; want parked at the limit of 3 handler calls", rec.Cursor, rec.Err)
 			}
 		}
 	}

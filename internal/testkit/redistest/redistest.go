@@ -140,3 +140,21 @@ func (s *Server) Kill() {
 		_, _ = s.proc.Stop(syscall.SIGKILL, Timeout)
 	}
 }
+
+// Pause stops the server (SIGSTOP): it keeps its connections and answers
+// nothing until Resume, as a server stalled by the machine.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return s.proc.AwaitStopped(Timeout)
+}
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc.Signal(syscall.SIGCONT)
+}

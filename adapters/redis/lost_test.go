@@ -1,0 +1,127 @@
+package redis_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/resumable-go/resumable/adapters/redis"
+	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/internal/testkit/redistest"
+	"github.com/resumable-go/resumable/stream"
+)
+
+// guard bounds a test that would otherwise hang on a defect; it is never
+// a timing assertion.
+const guard = 20 * time.Second
+
+// proxied starts a server and a reply-losing proxy in front of it, and
+// returns a direct client and one through the proxy (go-redis defaults:
+// MaxRetries 3).
+func proxied(t *testing.T) (*redistest.Proxy, *goredis.Client, *goredis.Client) {
+	t.Helper()
+	srv, rdb := server(t)
+	px := redistest.NewProxy(t, srv)
+	via := goredis.NewClient(&goredis.Options{Addr: px.Addr})
+	t.Cleanup(func() { _ = via.Close() })
+	return px, rdb, via
+}
+
+// quick makes the stream reopen quickly after a failure.
+var quick = stream.WithBackoff(backoff.Constant(time.Millisecond))
+
+// TestGroupLostReplyOfNewRead: the reply of a pipelined XREADGROUP > is
+// lost after Redis ran it (the entries are in this consumer's pending
+// list). go-redis must not retry it blind (the retry finds nothing new);
+// the consumer reads its own pending list again and handles every entry.
+func TestGroupLostReplyOfNewRead(t *testing.T) {
+	px, rdb, via := proxied(t)
+	ids := add(t, rdb, "s", 0, 10)
+	rdb.XGroupCreate(t.Context(), "s", "g", "0")
+	fired := px.CutReply("xreadgroup", "\r\n>\r\n")
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	g := newGroup(t, via, "c1")
+	r, err := redis.NewGroupResumer(g, fast, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	more := make(chan []string, 1)
+	go func() {
+		<-fired
+		more <- add(t, rdb, "s", 10, 10)
+	}()
+	err = r.Run(ctx, g.Handler(func(_ context.Context, e redis.Entry) error {
+		if !slices.Contains(got, e.ID) {
+			got = append(got, e.ID)
+		}
+		if len(got) == 20 {
+			return stream.ErrStop
+		}
+		return nil
+	}))
+	select {
+	case <-fired:
+	default:
+		t.Fatal("the proxy never cut a reply")
+	}
+	want := append(ids, <-more...)
+	if err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+	slices.SortFunc(got, redis.CompareIDs)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+}
+
+// TestGroupLargeEntries: replies of more than three entries are lost (as
+// a reply that outlasts the client's read timeout). After a failed read
+// the consumer reads one entry at a time, then more, and handles every
+// entry.
+func TestGroupLargeEntries(t *testing.T) {
+	px, rdb, via := proxied(t)
+	big := strings.Repeat("x", 64<<10)
+	var ids []string
+	for range 20 {
+		id, err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", Values: []string{"v", big}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	px.CutRepliesOver(3*len(big) + len(big)/2)
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	g := newGroup(t, via, "c1")
+	r, err := redis.NewGroupResumer(g, fast, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = r.Run(ctx, g.Handler(func(_ context.Context, e redis.Entry) error {
+		if !slices.Contains(got, e.ID) {
+			got = append(got, e.ID)
+		}
+		if len(got) == len(ids) {
+			return stream.ErrStop
+		}
+		return nil
+	}))
+	if px.CutOver() == 0 {
+		t.Fatal("the proxy cut no reply")
+	}
+	if err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+	slices.SortFunc(got, redis.CompareIDs)
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+}
