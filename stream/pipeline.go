@@ -61,6 +61,7 @@ type pipeline[T, C any] struct {
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused
+	last         C              // the cursor of the last event read (not a replay's)
 	call1        func()         // the supervisor's call for the committer (pipeline.call), or nil
 }
 
@@ -213,6 +214,9 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	i := p.index(p.tail)
 	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind, moves: moves}
 	p.tail++
+	if kind != replayed {
+		p.last = c
+	}
 	p.inFlight.Store(int64(p.tail - p.head))
 	if kind == progress {
 		p.slots[i].state = done
@@ -574,16 +578,17 @@ func (p *pipeline[T, C]) forgetSaveErr() {
 	p.mu.Unlock()
 }
 
-// lastRead returns the cursor of the last event read and not committed,
-// and whether there is one.
+// lastRead returns the cursor of the last event read, and whether the
+// committed cursor may lag it: an event is in the ring, or the committer
+// is recording what it took from the ring.
 func (p *pipeline[T, C]) lastRead() (C, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.empty() {
+	if p.empty() && !p.committing {
 		var zero C
 		return zero, false
 	}
-	return p.slots[p.index(p.tail-1)].c, true
+	return p.last, true
 }
 
 // endConn asks the committer to save once the events read so far are
