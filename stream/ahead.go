@@ -35,8 +35,7 @@ type ahead[T any] struct {
 	// event was read, not after the loop took it.
 	stamps   []time.Duration
 	base     time.Time
-	panicked bool // Recv panicked with panicVal; written before endBit is published
-	panicVal any
+	panicVal any           // what Recv panicked with (the end is errReaderPanicked); written before endBit is published
 	mask     uint64        // len(ring) - 1
 	limit    uint64        // the events the ring holds at most
 	wd       *watchdog     // nil, or the idle watchdog the reader records its events for
@@ -105,7 +104,7 @@ func (q *ahead[T]) start(ctx context.Context, conn Conn[T]) *ahead[T] {
 	default:
 	}
 	q.quit, q.done = make(chan struct{}), make(chan struct{})
-	q.panicked, q.panicVal = false, nil
+	q.panicVal = nil
 	go q.read(ctx, conn)
 	return q
 }
@@ -122,7 +121,7 @@ func (q *ahead[T]) read(ctx context.Context, conn Conn[T]) {
 	var t uint64
 	defer func() {
 		if v := recover(); v != nil {
-			q.panicked, q.panicVal = true, v // published by finish
+			q.panicVal = v // published by finish
 			q.finish(t, errReaderPanicked)
 		}
 	}()

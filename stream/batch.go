@@ -172,7 +172,7 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 		switch {
 		case err != nil:
 			return o.final(err)
-		case q.panicked: // raised once the deferred stop ended the reader and closed the Conn
+		case errwalk.Is(end, errReaderPanicked): // raised once the deferred stop ended the reader and closed the Conn
 			b.reset()
 			panic(q.panicVal)
 		case end != nil && r.batchEnd != nil && len(b.events) > 0 && !errwalk.Is(end, ErrEndOfStream):

@@ -7,9 +7,10 @@ import (
 
 // Pages returns a [Source] over a page-fetching function, for a polled API
 // (GET /changes?after=N answering up to a page of items). Each Open calls
-// fetch once with the committed cursor; the connection yields the page's
-// items, then ends cleanly (io.EOF), so the Resumer opens again after the
-// last item at once. An empty page is an empty clean end, after which the
+// fetch once with the cursor to resume after: the committed one, or under
+// [WithConcurrency] the last item read while earlier ones still run. The
+// connection yields the page's items, then ends cleanly (io.EOF), so the
+// Resumer opens again after the last item at once. An empty page is an empty clean end, after which the
 // Resumer waits the poll interval ([WithPollInterval]). An error from fetch
 // is an Open error, classified as usual. Pages starts no goroutine. A nil
 // fetch gives a nil Source, which New refuses.

@@ -26,20 +26,21 @@ type pipeline[T, C any] struct {
 	kick     chan struct{} // wakes the committer; holds 1
 	room     chan struct{} // wakes the reader waiting for a free slot; holds 1
 	settled  chan struct{} // wakes the supervisor waiting in settle; holds 1
-	calls    chan func()   // what the supervisor has the committer do (a save, a resync's commit)
 	stopping chan struct{} // closed once nothing more may be read or started
-	quit     chan struct{} // closed by stop
 	// opens is Run's context, also cancelled once the pipeline stops: the
 	// supervisor's blocking calls (the limiter, Open, Recv, a resync) take
 	// it, so that a handler's failure or stop ends them at once.
 	opens    context.Context
 	cancel   context.CancelFunc
-	halted   atomic.Bool  // a failure, a panic, ctx's end or stop: start nothing more
-	quitting atomic.Bool  // stop was called: no try starts
-	inFlight atomic.Int64 // for Stats
-	commits  atomic.Int64 // cursors committed, for the supervisor's outcome
-	handlers sync.WaitGroup
-	done     chan struct{} // closed when the committer returned
+	halted   atomic.Bool // a failure, a panic, ctx's end or stop: start nothing more
+	quitting atomic.Bool // stop was called: no try starts
+	// handlersDone: stop saw every handler goroutine return; the committer
+	// commits once more and returns.
+	handlersDone atomic.Bool
+	inFlight     atomic.Int64 // for Stats
+	commits      atomic.Int64 // cursors committed, for the supervisor's outcome
+	handlers     sync.WaitGroup
+	done         chan struct{} // closed when the committer returned
 
 	mu           sync.Mutex
 	slots        []slot[T, C]
@@ -60,6 +61,8 @@ type pipeline[T, C any] struct {
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused
+	last         C              // the cursor of the last event read (not a replay's)
+	call1        func()         // the supervisor's call for the committer (pipeline.call), or nil
 }
 
 // commitRec is a cursor to commit: a finished slot of the pipeline, an
@@ -87,9 +90,7 @@ func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *p
 		kick:     make(chan struct{}, 1),
 		room:     make(chan struct{}, 1),
 		settled:  make(chan struct{}, 1),
-		calls:    make(chan func()),
 		stopping: make(chan struct{}),
-		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
 		slots:    make([]slot[T, C], r.window),
 		ready:    make([]int32, 0, r.window),
@@ -117,7 +118,8 @@ func (p *pipeline[T, C]) stop() {
 	p.mu.Unlock()
 	close(p.work)
 	p.handlers.Wait()
-	close(p.quit) // the committer commits what the handlers finished, then returns
+	p.handlersDone.Store(true)
+	wake(p.kick) // the committer commits what the handlers finished, then returns
 	<-p.done
 	p.cancel()
 	p.inFlight.Store(0)
@@ -212,6 +214,9 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	i := p.index(p.tail)
 	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind, moves: moves}
 	p.tail++
+	if kind != replayed {
+		p.last = c
+	}
 	p.inFlight.Store(int64(p.tail - p.head))
 	if kind == progress {
 		p.slots[i].state = done
@@ -387,27 +392,35 @@ func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) (more
 			p.mu.Unlock()
 		}
 	}()
-	select {
-	case <-p.kick:
-	case f := <-p.calls:
+	<-p.kick // one channel, not a select: the per-event path's wake
+	p.mu.Lock()
+	f := p.call1
+	p.call1 = nil
+	p.mu.Unlock()
+	if f != nil {
 		f()
-	case <-p.quit:
-		p.advance(ctx, r) // the last tries' results, before Run saves and returns
-		return false
 	}
 	p.advance(ctx, r)
+	if p.handlersDone.Load() { // stop: commit what the last tries finished, then return
+		p.advance(ctx, r)
+		return false
+	}
 	return true
 }
 
 // call runs f on the committer's goroutine and returns its error: the
-// supervisor's saves and commits go through the one committer.
+// supervisor's saves and commits go through the one committer. Only the
+// supervisor calls it, one call at a time.
 func (p *pipeline[T, C]) call(f func() error) error {
 	done := make(chan error, 1)
-	p.calls <- func() {
+	p.mu.Lock()
+	p.call1 = func() {
 		err := errCommitterPanicked
 		defer func() { done <- err }()
 		err = f()
 	}
+	p.mu.Unlock()
+	wake(p.kick)
 	return <-done
 }
 
@@ -565,16 +578,17 @@ func (p *pipeline[T, C]) forgetSaveErr() {
 	p.mu.Unlock()
 }
 
-// lastRead returns the cursor of the last event read and not committed,
-// and whether there is one.
+// lastRead returns the cursor of the last event read, and whether the
+// committed cursor may lag it: an event is in the ring, or the committer
+// is recording what it took from the ring.
 func (p *pipeline[T, C]) lastRead() (C, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.empty() {
+	if p.empty() && !p.committing {
 		var zero C
 		return zero, false
 	}
-	return p.slots[p.index(p.tail-1)].c, true
+	return p.last, true
 }
 
 // endConn asks the committer to save once the events read so far are

@@ -25,7 +25,7 @@ type TokenItem[T any] struct {
 // extractor (an item's cursor is its Token), whose
 // answer is a page of items and the token of the next page (a
 // next_page_token), which belongs to the page, not to an item. Each Open
-// calls fetch once with the committed token ("" asks for the first page);
+// calls fetch once with the token to resume after ("" asks for the first page);
 // the connection yields the page's items as [TokenItem] values, then ends
 // cleanly (io.EOF).
 //
