@@ -138,9 +138,23 @@ func (q *ahead[T]) read(ctx context.Context, conn Conn[T]) {
 	}
 }
 
-// stamp returns when the oldest event in the ring was read, as time
-// since the ring was made; the ring must keep stamps and hold an event.
-func (q *ahead[T]) stamp() time.Duration {
+// stamp records when event t was read. The clock is read only for an
+// event put into an empty ring (the loop took everything before it); any
+// other inherits the stamp of the event before it, which is no later than
+// its own read: a batch's linger may end early, never late, and the clock
+// is read about once a batch, not per event.
+func (q *ahead[T]) stamp(t uint64) {
+	if t == 0 || q.head.Load() == t {
+		q.stamps[t&q.mask] = time.Since(q.base)
+		return
+	}
+	q.stamps[t&q.mask] = q.stamps[(t-1)&q.mask]
+}
+
+// firstRead returns when the oldest event in the ring was read, as time
+// since the ring was made (no later than it was); the ring must keep
+// stamps and hold an event.
+func (q *ahead[T]) firstRead() time.Duration {
 	return q.stamps[q.head.Load()&q.mask]
 }
 
@@ -172,7 +186,7 @@ func (q *ahead[T]) put(t uint64, ev T) bool {
 	}
 	q.ring[t&q.mask] = ev
 	if q.stamps != nil {
-		q.stamps[t&q.mask] = time.Since(q.base)
+		q.stamp(t)
 	}
 	q.publish(t + 1)
 	return true

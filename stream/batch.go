@@ -200,7 +200,8 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 
 // fill takes events from q into b until the batch is ready: full, at an
 // end marker (WithBatchEnd), lingered (linger after its first event was
-// read: what was read by then goes with it), with only progress-only
+// read, or earlier when the ring could not tell exactly: what was read by
+// then goes with it), with only progress-only
 // events under WithBatchEnd once nothing more was read, or — with linger
 // 0 and no end markers — at the first moment nothing more was read. It
 // returns the error that ended the connection, if it came, or an error
@@ -219,7 +220,7 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 	for {
 		for evs := q.run(); len(evs) > 0; evs = q.run() {
 			if b.n == 0 && q.stamps != nil {
-				b.first = q.stamp()
+				b.first = q.firstRead()
 			}
 			n, ready, err := r.addRun(evs, b)
 			q.release(n)

@@ -28,11 +28,29 @@ import (
 // cadence says so; it returns the Store's error, or ctx's when ctx ended
 // during the save.
 func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
-	r.record(commitRec[C]{c: c, kind: kind, moves: moved})
-	if moved && r.due() {
-		return r.save(ctx, false)
+	rec := commitRec[C]{c: c, kind: kind, moves: moved}
+	if !moved || !r.due1() {
+		r.record(rec)
+		return nil
 	}
-	return nil
+	// The per-event path with the default cadence: save, then record the
+	// commit and count the save under one lock.
+	r.st.unsaved++
+	err := r.store.Save(ctx, c)
+	if err != nil && ctx.Err() != nil { // shutdown: neither counted nor hooked
+		r.st.unsaved--
+		r.record(rec)
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	r.stats.Cursor = c
+	r.count(rec)
+	r.countSave(err)
+	r.mu.Unlock()
+	if r.hooks.OnCommit != nil {
+		r.onCommit(rec)
+	}
+	return r.saved(c, err, false)
 }
 
 // commitRun commits a run of finished events of the pipeline and saves
@@ -118,6 +136,14 @@ func (r *Resumer[T, C]) onCommit(rec commitRec[C]) {
 	})
 }
 
+// due1 is due as it will be once one more moving commit is recorded.
+func (r *Resumer[T, C]) due1() bool {
+	r.st.unsaved++
+	d := r.due()
+	r.st.unsaved--
+	return d
+}
+
 // due reports whether the cadence asks for a save now.
 func (r *Resumer[T, C]) due() bool {
 	return r.st.unsaved > 0 && !r.st.saveFailed &&
@@ -141,14 +167,27 @@ func (r *Resumer[T, C]) save(ctx context.Context, final bool) error {
 	if err != nil && !final && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	r.saveFailing.Store(err != nil)
 	r.mu.Lock()
+	r.countSave(err)
+	r.mu.Unlock()
+	return r.saved(c, err, final)
+}
+
+// countSave counts a Store.Save; r.mu is held.
+func (r *Resumer[T, C]) countSave(err error) {
 	if err != nil {
 		r.stats.SaveErrors++
 	} else {
 		r.stats.Saves++
 	}
-	r.mu.Unlock()
+}
+
+// saved finishes a counted Store.Save of c that returned err: OnSave, and
+// the committer's state.
+func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
+	if failing := err != nil; r.saveFailing.Load() != failing {
+		r.saveFailing.Store(failing)
+	}
 	if r.hooks.OnSave != nil {
 		r.callHook(func() { r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final}) })
 	}

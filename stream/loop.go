@@ -632,11 +632,14 @@ func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], caus
 		// Expired again is no reason to resync twice in a row.
 		return outcome{end: failed, err: fmt.Errorf("stream: resync after expired cursor %s: %w", text(from), err), noResync: true}
 	}
+	serr := r.commitVia(ctx, after, resyncEnd)
+	if errors.Is(serr, errCommitterPanicked) {
+		return outcome{end: finalEnd} // settle raises the Store's panic; the resync did not complete
+	}
 	r.mu.Lock()
 	r.stats.Events += uint64(rp.n) // a completed replay's, committed with its cursor
 	r.stats.Parked += uint64(rp.parked)
 	r.mu.Unlock()
-	serr := r.commitVia(ctx, after, resyncEnd)
 	if r.hooks.OnResync != nil {
 		r.callHook(func() { r.hooks.OnResync(ResyncEvent[C]{Cause: cause, From: from, To: after, Replayed: rp.n}) })
 	}
