@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// received is what the loop takes from the ring: an event or the error
-// that ended the connection.
-type received[T any] struct {
-	ev  T
-	err error
-}
-
 // endBit marks the reader's index once Recv failed: the ring holds no
 // value after that index, and ahead.err holds the error.
 const endBit = 1 << 63
@@ -216,26 +209,6 @@ func (q *ahead[T]) load() {
 	q.tail, q.over = f&^endBit, f&endBit != 0
 }
 
-// ready reports whether an event or the end waits in the ring.
-func (q *ahead[T]) ready() bool {
-	h := q.head.Load()
-	if q.tail == h {
-		q.load()
-	}
-	return q.tail != h || q.over
-}
-
-// take removes and returns the oldest event, or the error that ended the
-// reads after the last event; ready must have reported true.
-func (q *ahead[T]) take() received[T] {
-	if evs := q.run(); len(evs) > 0 {
-		ev := evs[0]
-		q.release(1)
-		return received[T]{ev: ev}
-	}
-	return received[T]{err: q.err}
-}
-
 // run returns the events that wait in the ring, oldest first, up to the
 // ring's wrap, loading the reader's index only when the loop's copy says
 // none waits. They stay in the ring until release; after an empty run,
@@ -273,13 +246,11 @@ func (q *ahead[T]) release(n int) {
 	}
 }
 
-// waitFor returns a channel that is ready once a value may be in the ring,
-// or nil when one is already: the loop selects on it beside its other
-// channels, and checks ready again after (a wake may be stale).
-func (q *ahead[T]) waitFor() <-chan struct{} { return q.waitForN(1) }
-
-// waitForN is waitFor for n events (at most the ring's limit), or the end
-// of the reads: the reader wakes the loop once, not at each event.
+// waitForN returns a channel that is ready once n events (at most the
+// ring's limit), or the end of the reads, may be in the ring, or nil when
+// they are already: the loop selects on it beside its other channels and
+// looks again after (a wake may be stale). The reader wakes the loop once,
+// not at each event.
 func (q *ahead[T]) waitForN(n int) <-chan struct{} {
 	if q.has(n) {
 		return nil

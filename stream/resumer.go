@@ -81,7 +81,6 @@ type loopState struct {
 	loaded     bool             // the Store was loaded
 	unsaved    int              // commits since the last successful save: the Store lags when > 0
 	saveFailed bool             // a save failed on this connection: save no more until it ends
-	saveDue    bool             // the cadence asked the window for a save
 	lastSave   time.Time        // read only with a checkpoint interval
 	attempt    int              // consecutive failures
 	lastTry    time.Time        // when the last try (limiter wait and Open) started
