@@ -469,7 +469,7 @@ func (c *outboxConn[T]) setUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres: outbox %s: reading the system identifier: %w", o.name, err)
 	}
-	if _, _, err := c.state(ctx); err != nil {
+	if _, _, _, err := c.state(ctx); err != nil {
 		return err
 	}
 	if o.set.channel != "" {

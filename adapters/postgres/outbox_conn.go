@@ -128,7 +128,7 @@ func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
 			return 0, nil
 		}
 	}
-	held, xmin, err := c.state(ctx)
+	held, xmin, fresh, err := c.state(ctx)
 	if err != nil {
 		if len(c.batch) > 0 {
 			return 0, nil // the rows first; the next read looks again
@@ -136,6 +136,11 @@ func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	c.recordHold(ctx, held, xmin)
+	if fresh && len(c.batch) == 0 {
+		// A hold ended between the page and this look (a rollback, which
+		// notifies nobody): rows the page could not see are visible now.
+		return 0, nil
+	}
 	return c.nextWait(held), nil
 }
 
@@ -167,26 +172,29 @@ func (c *outboxConn[T]) page(ctx context.Context) error {
 }
 
 // state reads the snapshot: whether committed rows wait behind the running
-// transaction xmin. It checks that c.after belongs to this server, and
-// that no row carries a transaction id the server has not assigned yet.
-func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, err error) {
+// transaction xmin, and whether a row after the cursor became readable
+// since the page was read (fresh). It checks that c.after belongs to this
+// server, and that no row carries a transaction id the server has not
+// assigned yet.
+func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, fresh bool, err error) {
 	var lo, next int64
 	var top *int64 // the largest xid of a visible row; nil: no row
 	if err := c.pg.QueryRow(ctx, c.sql.state).Scan(&lo, &next, &top); err != nil {
-		return false, 0, fmt.Errorf("postgres: outbox %s: reading the snapshot: %w", c.src.name, err)
+		return false, 0, false, fmt.Errorf("postgres: outbox %s: reading the snapshot: %w", c.src.name, err)
 	}
 	if err := c.identity(c.after, uint64(next)); err != nil {
-		return false, 0, err
+		return false, 0, false, err
 	}
 	if top != nil && *top >= next {
 		// A visible row of a transaction not yet begun: the rows came from
 		// another cluster (a dump restored into a new one keeps the old
 		// ids). They would wait forever, and the rows written here after
 		// them would come first.
-		return false, 0, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has rows of transaction %d, but this server's next transaction is %d: rows copied from another cluster keep its transaction ids; give them new ones (UPDATE %s SET xid = pg_current_xact_id(), in one transaction) before relaying",
+		return false, 0, false, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has rows of transaction %d, but this server's next transaction is %d: rows copied from another cluster keep its transaction ids; give them new ones (UPDATE %s SET xid = pg_current_xact_id(), in one transaction) before relaying",
 			c.src.name, *top, next, pgx.Identifier(c.src.table).Sanitize()))
 	}
-	return top != nil && *top >= lo, uint64(lo), nil
+	fresh = top != nil && *top < lo && uint64(*top) > c.after.Tx
+	return top != nil && *top >= lo, uint64(lo), fresh, nil
 }
 
 // nextWait returns how long to wait for a notification: the poll
