@@ -29,7 +29,7 @@ import (
 // during the save.
 func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
 	rec := commitRec[C]{c: c, kind: kind, moves: moved}
-	if !moved || !r.due1() {
+	if !moved || !r.dueAt(r.st.unsaved+1) {
 		r.record(rec)
 		return nil
 	}
@@ -136,18 +136,14 @@ func (r *Resumer[T, C]) onCommit(rec commitRec[C]) {
 	})
 }
 
-// due1 is due as it will be once one more moving commit is recorded.
-func (r *Resumer[T, C]) due1() bool {
-	r.st.unsaved++
-	d := r.due()
-	r.st.unsaved--
-	return d
-}
-
 // due reports whether the cadence asks for a save now.
-func (r *Resumer[T, C]) due() bool {
-	return r.st.unsaved > 0 && !r.st.saveFailed &&
-		((r.everyN > 0 && r.st.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
+func (r *Resumer[T, C]) due() bool { return r.dueAt(r.st.unsaved) }
+
+// dueAt reports whether the cadence asks for a save with unsaved commits
+// since the last save.
+func (r *Resumer[T, C]) dueAt(unsaved int) bool {
+	return unsaved > 0 && !r.st.saveFailed &&
+		((r.everyN > 0 && unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
 }
 
 // checkpoint saves the committed cursor if the Store lags behind it.

@@ -381,7 +381,9 @@ func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
 func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) (more bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			more = true // the committer goes on: what finished is still committed
+			// The committer goes on (what finished is still committed),
+			// unless this was stop's last commit: then nothing will wake it.
+			more = !p.handlersDone.Load()
 			p.mu.Lock()
 			if !p.panicked {
 				p.panicked, p.panicVal = true, v

@@ -523,9 +523,14 @@ func TestBatchEndNeedsRunBatch(t *testing.T) {
 	if err := r.Run(context.Background(), func(context.Context, ev) error { return nil }); !errors.Is(err, stream.ErrInvalidOption) {
 		t.Errorf("Run() = %v, want ErrInvalidOption", err)
 	}
+	yields := 0
 	for _, err := range r.All(context.Background()) {
+		yields++
 		if !errors.Is(err, stream.ErrInvalidOption) {
 			t.Errorf("All yielded %v, want ErrInvalidOption", err)
 		}
+	}
+	if yields != 1 {
+		t.Errorf("All yielded %d times, want once", yields)
 	}
 }
