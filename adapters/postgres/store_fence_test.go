@@ -62,6 +62,11 @@ func TestLoadFencesPredecessor(t *testing.T) {
 			t.Fatalf("Load() = %d, %v while the predecessor's COMMIT was pending; want it to wait for the row", l.c, l.err)
 		default:
 		}
+		// pg_stat_activity is read once per transaction unless cleared: without
+		// this, a first look taken before the Load waited was all the loop saw.
+		if _, err := watch.Exec(pgtest.Ctx(t), "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
 		_ = watch.QueryRow(pgtest.Ctx(t), "SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> $1 LIMIT 1), 0)", int32(pid)).Scan(&loadPID)
 	}
 	close(release) // the late COMMIT lands
