@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // benchOutboxRows is the table both relays of BenchmarkOutboxRelay read

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"

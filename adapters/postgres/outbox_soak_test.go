@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // envSoak turns on the full-size outbox runs: 20,000 committed rows and 20

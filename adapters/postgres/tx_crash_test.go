@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // envCrashKills sets how many times the crash test kills its child; a

@@ -7,4 +7,13 @@ module github.com/resumable-go/resumable/internal/testkit
 
 go 1.26.0
 
-require go.uber.org/goleak v1.3.0
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

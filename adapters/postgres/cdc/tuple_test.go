@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 )
 

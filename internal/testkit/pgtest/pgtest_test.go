@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
-	"github.com/resumable-go/resumable/adapters/postgres/internal/pgtest"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m)) }
