@@ -36,6 +36,17 @@ type Store[C any] interface {
 	Save(ctx context.Context, c C) error
 }
 
+// HandlerCommitter is the optional interface of a [Store] whose cursor is
+// written inside the handler's own transaction (postgres.Transactional), so
+// that an event's effects and its cursor commit together. CommitsInHandler
+// reporting true makes a Resumer refuse WithConcurrency above 1:
+// transactions finishing out of order would store a cursor beyond an
+// unfinished event. A Store wrapping another passes on the wrapped answer.
+// It must be safe to call from any goroutine.
+type HandlerCommitter interface {
+	CommitsInHandler() bool
+}
+
 // Memory is a [Store] that keeps the cursor in memory. It is safe for
 // concurrent use. Its zero value holds the zero cursor.
 type Memory[C any] struct {

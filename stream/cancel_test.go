@@ -12,9 +12,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/resumable-go/resumable/backoff"
@@ -304,4 +307,111 @@ func blocked[T any](src *streamtest.Source[T]) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return src.AwaitBlocked(ctx) == nil
+}
+
+// Defect 4: cancelling ctx after the Source reported ErrEndOfStream, while
+// keyed events are still queued, makes Run return nil. Run's doc: "ctx's
+// error when ctx ends".
+func TestCancelAfterEndOfStreamWithQueuedEvents(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ended := make(chan struct{})
+				var once sync.Once
+				src := wrapConns(streamtest.NewSource(letters(6)), func(c stream.Conn[ev]) stream.Conn[ev] {
+					return recvFunc{Conn: c, recv: func(ctx context.Context) (ev, error) {
+						e, err := c.Recv(ctx)
+						if errors.Is(err, stream.ErrEndOfStream) {
+							once.Do(func() { close(ended) })
+						}
+						return e, err
+					}}
+				})
+				r := newResumer(t, src, stream.WithConcurrency(n), stream.WithOrderKey(func(ev) string { return "one key" }))
+				release := make(chan struct{})
+				var h tally
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					done <- r.Run(ctx, func(_ context.Context, e ev) error {
+						h.add(e.Seq)
+						if e.Seq == 1 {
+							<-release
+						}
+						return nil
+					})
+				}()
+				<-ended         // all six read, events 2..6 queued behind event 1's key
+				synctest.Wait() // the loop has taken the end in: only event 1's handler holds Run
+				cancel()
+				close(release)
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("Run() = %v, want %v (handled %v)", err, context.Canceled, h.seen())
+				}
+				if got := r.Cursor(); got > int64(len(h.seen())) {
+					t.Errorf("Cursor() = %d beyond the %d events handled", got, len(h.seen()))
+				}
+			})
+		})
+	}
+}
+
+// Defect 8: with WithHandlerRetry or WithDeadLetter, a handler that fails
+// after ctx ended makes Run return the handler's error. failures.md: "any
+// error once ctx ended … Run returns ctx's error".
+func TestHandlerFailureAfterCancelReturnsCtxError(t *testing.T) {
+	var parks atomic.Int64
+	park := func(context.Context, ev, error) error { parks.Add(1); return nil }
+	tests := []struct {
+		name string
+		n    int
+		opt  stream.Option
+	}{
+		{name: "retry n=1", n: 1, opt: stream.WithHandlerRetry(3, backoff.Constant(0))},
+		{name: "dead letter n=1", n: 1, opt: stream.WithDeadLetter(park)},
+		{name: "retry n=2", n: 2, opt: stream.WithHandlerRetry(3, backoff.Constant(0))},
+		{name: "dead letter n=2", n: 2, opt: stream.WithDeadLetter(park)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				parks.Store(0)
+				r := newResumer(t, streamtest.NewSource(letters(3)), tt.opt, stream.WithConcurrency(tt.n))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				dbDown := errors.New("db: connection refused")
+				err := r.Run(ctx, func(_ context.Context, e ev) error {
+					if e.Seq == 1 {
+						cancel() // the shutdown begins while the handler runs
+						return dbDown
+					}
+					return nil
+				})
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("Run() = %v, want %v", err, context.Canceled)
+				}
+				if got := parks.Load(); got != 0 {
+					t.Errorf("%d events parked, want 0: nothing is parked once ctx ended", got)
+				}
+				if got := r.Cursor(); got != 0 {
+					t.Errorf("Cursor() = %d, want 0", got)
+				}
+			})
+		})
+	}
+}
+
+func TestOnStopWithACancelledContext(t *testing.T) {
+	stops := 0
+	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) { return nil, io.ErrUnexpectedEOF })
+	r := newResumer(t, src, stream.WithHooks(stream.Hooks[int64]{OnStop: func(stream.StopEvent[int64]) { stops++ }}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Run(ctx, func(context.Context, ev) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
+	}
+	if stops != 1 {
+		t.Errorf("OnStop called %d times, want 1", stops)
+	}
 }

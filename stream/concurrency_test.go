@@ -885,3 +885,206 @@ func TestConcurrencyOptionsRefused(t *testing.T) {
 		t.Errorf("New() = %v, want nil", err)
 	}
 }
+
+// Defect 1: one transient Store.Save failure under WithConcurrency(n > 1)
+// ends all handling. how-it-decides.md: "A failed Save is classified like
+// any failure": retried, and the stream goes on.
+func TestTransientSaveFailureUnderConcurrency(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		live bool // the log stays open: Run goes on until cancelled
+	}{
+		{name: "n=1", n: 1},
+		{name: "n=2", n: 2},
+		{name: "n=4", n: 4},
+		{name: "live n=1", n: 1, live: true},
+		{name: "live n=2", n: 2, live: true},
+		{name: "live n=4", n: 4, live: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &nthSaveFails{n: 3, err: errors.New("store: connection reset")}
+				src := streamtest.NewSource(letters(20))
+				if tt.live {
+					src.SetEndOfLog(streamtest.Wait)
+				}
+				// A window of 4 leaves most of the log unread when the save
+				// fails, whatever the goroutines' timing.
+				r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(tt.n), stream.WithWindow(4))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var h tally
+				// A fake hour: a loop that stopped handling shows as a Run
+				// that does not end (or a live log that does not move).
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				err = r.Run(ctx, func(_ context.Context, e ev) error { h.add(e.Seq); return nil })
+				want := error(nil)
+				if tt.live {
+					want = context.DeadlineExceeded
+				}
+				if !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Errorf("Run() = %v, want %v", err, want)
+				}
+				if m := h.missing(20); len(m) > 0 {
+					t.Errorf("events %v never handled (%d of 20 handled)", m, 20-len(m))
+				}
+				st := r.Stats()
+				if st.Cursor != 20 {
+					t.Errorf("Stats().Cursor = %d, want 20", st.Cursor)
+				}
+				if st.SaveErrors != 1 || st.Retried != 1 {
+					t.Errorf("Stats() SaveErrors = %d, Retried = %d, want 1 and 1 (one failed save, retried once)", st.SaveErrors, st.Retried)
+				}
+				if c, _ := store.Load(context.Background()); c != 20 {
+					t.Errorf("saved cursor %d, want 20", c)
+				}
+			})
+		})
+	}
+}
+
+// Defect 5: after a handler error, ErrStop or cancellation, the events
+// already queued still start. concurrency.md: "reading stops; running
+// handlers finish".
+func TestNothingStartsAfterAnEnd(t *testing.T) {
+	boom := errors.New("handler: boom")
+	tests := []struct {
+		name       string
+		first      error // what event 1 returns
+		cancel     bool  // ctx is cancelled while events 1 and 2 run
+		want       error
+		wantCursor int64
+	}{
+		{name: "handler error", first: boom, want: boom, wantCursor: 0},
+		{name: "ErrStop", first: stream.ErrStop, want: nil, wantCursor: 1},
+		{name: "cancellation", cancel: true, want: context.Canceled, wantCursor: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newResumer(t, streamtest.NewSource(letters(100)), stream.WithConcurrency(2))
+				gate1, gate2 := make(chan struct{}), make(chan struct{})
+				var h tally
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				done := make(chan error, 1)
+				go func() {
+					done <- r.Run(ctx, func(_ context.Context, e ev) error {
+						h.add(e.Seq)
+						switch e.Seq {
+						case 1:
+							<-gate1
+							return tt.first
+						case 2:
+							<-gate2
+						}
+						return nil
+					})
+				}()
+				synctest.Wait() // events 1 and 2 run; the window is full
+				if tt.cancel {
+					cancel()
+				}
+				close(gate1)
+				synctest.Wait()
+				close(gate2)
+				err := <-done
+				if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
+					t.Errorf("Run() = %v, want %v", err, tt.want)
+				}
+				if got := h.seen(); len(got) != 2 {
+					t.Errorf("%d handler calls (%v...), want 2: only the events running when it ended", len(got), got[:min(len(got), 5)])
+				}
+				if got := r.Cursor(); got != tt.wantCursor {
+					t.Errorf("Cursor() = %d, want %d", got, tt.wantCursor)
+				}
+			})
+		})
+	}
+}
+
+// mutable is an event handed over by pointer, which a handler may change.
+type mutable struct {
+	Seq int64
+	Key string
+}
+
+// Defect 6: the order key is computed again after the handler ran; a
+// handler that changes its event strands the key's queue.
+func TestOrderKeyOfAMutatedEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []*mutable
+		for i := range 20 {
+			events = append(events, &mutable{Seq: int64(i + 1), Key: []string{"a", "b"}[i%2]})
+		}
+		src := listSource(events, func(e *mutable) int64 { return e.Seq })
+		r, err := stream.New(src, func(e *mutable) (int64, error) { return e.Seq, nil }, cursor.NewMemory[int64](0),
+			stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(2),
+			stream.WithOrderKey(func(e *mutable) string { return e.Key }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var h tally
+		err = r.Run(ctx, func(_ context.Context, e *mutable) error {
+			h.add(e.Seq)
+			e.Key = "handled " + e.Key // the handler owns its event
+			return nil
+		})
+		if err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+		if m := h.missing(20); len(m) > 0 {
+			t.Errorf("events %v never handled (%d of 20)", m, 20-len(m))
+		}
+		if got := r.Cursor(); got != 20 {
+			t.Errorf("Cursor() = %d, want 20", got)
+		}
+	})
+}
+
+// Found by TestCombinations after the window stopped draining at clean
+// ends: a try that ends in a park (WithDeadLetter) frees its handler, but
+// nothing started the next ready event until another try finished. With
+// every running try parked and reading stopped (the window full, or the
+// stream's end read), the run waited for ever.
+func TestParkFreesItsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		src := streamtest.NewSource(letters(3))
+		var mu sync.Mutex
+		began := map[int64]time.Duration{}
+		r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithConcurrency(2),
+			stream.WithDeadLetter(func(context.Context, ev, error) error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Run(context.Background(), func(_ context.Context, e ev) error {
+			mu.Lock()
+			began[e.Seq] = time.Since(start)
+			mu.Unlock()
+			switch e.Seq {
+			case 1: // holds the head of the window
+				time.Sleep(30 * time.Millisecond)
+			case 2: // spent at once: parked once it heads the window
+				time.Sleep(10 * time.Millisecond)
+				return errclass.Permanent(errors.New("poison"))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if got := began[3]; got != 10*time.Millisecond {
+			t.Errorf("event 3 started at %v, want 10ms: when event 2's try ended in a park", got)
+		}
+		if st := r.Stats(); st.Cursor != 3 || st.Parked != 1 {
+			t.Errorf("Stats() Cursor = %d, Parked = %d, want 3, 1", st.Cursor, st.Parked)
+		}
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/deadletter"
 	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 	"github.com/resumable-go/resumable/stream/streamtest"
@@ -386,5 +389,192 @@ func TestSourceChanged(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// Defect 11: Stats.Parked counts an event parked but not committed, and the
+// next Run parks it again without any crash. Stats' doc: Parked counts
+// events "handed to the dead letter and committed"; failures.md: "at most
+// twice for one crash".
+func TestParkedButNotCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		parks := map[int64]int{}
+		park := func(_ context.Context, e ev, _ error) error {
+			mu.Lock()
+			parks[e.Seq]++
+			mu.Unlock()
+			return nil
+		}
+		r := newResumer(t, streamtest.NewSource(letters(3)), stream.WithConcurrency(2), stream.WithDeadLetter(park))
+		failed2 := make(chan struct{})
+		var once sync.Once
+		handle := func(_ context.Context, e ev) error {
+			switch e.Seq {
+			case 1:
+				<-failed2 // event 2 failed meanwhile
+				return stream.ErrStop
+			case 2:
+				once.Do(func() { close(failed2) })
+				return errors.New("handler: poison")
+			}
+			return nil
+		}
+		if err := r.Run(context.Background(), handle); err != nil {
+			t.Fatalf("first Run() = %v, want nil (ErrStop)", err)
+		}
+		st := r.Stats()
+		if st.Cursor != 1 {
+			t.Fatalf("Cursor after ErrStop on event 1 = %d, want 1", st.Cursor)
+		}
+		mu.Lock()
+		committedParks := 0
+		for seq, k := range parks {
+			if seq <= st.Cursor {
+				committedParks += k
+			}
+		}
+		mu.Unlock()
+		if st.Parked != uint64(committedParks) {
+			t.Errorf("Stats().Parked = %d with cursor %d, want %d: an event parked but not committed is not counted", st.Parked, st.Cursor, committedParks)
+		}
+		if err := r.Run(context.Background(), handle); err != nil {
+			t.Fatalf("second Run() = %v, want nil", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if parks[2] != 1 {
+			t.Errorf("event 2 parked %d times over two Runs and no crash, want once", parks[2])
+		}
+		if st := r.Stats(); st.Parked != 1 || st.Cursor != 3 {
+			t.Errorf("Stats() Parked = %d, Cursor = %d after both Runs, want 1 and 3", st.Parked, st.Cursor)
+		}
+	})
+}
+
+// opaque is an event with only unexported fields: its JSON encoding is {}.
+type opaque struct{ seq int64 }
+
+// Defect 12: the dead letter accepts a lossy event. failures.md: "the
+// stream stops rather than park what could not be replayed".
+func TestDeadLetterRefusesALossyEvent(t *testing.T) {
+	ext := func(e opaque) (int64, error) { return e.seq, nil }
+	path := filepath.Join(t.TempDir(), "parked.jsonl")
+	dl, err := deadletter.Open(path, ext)
+	if err != nil {
+		// Refusing the type up front also keeps the lossy event out.
+		t.Logf("deadletter.Open refused the type: %v", err)
+		return
+	}
+	defer dl.Close()
+	store := cursor.NewMemory[int64](0)
+	src := listSource([]opaque{{seq: 1}}, func(e opaque) int64 { return e.seq })
+	r, err := stream.New(src, ext, store, stream.WithBackoff(backoff.Constant(0)), stream.WithDeadLetter(dl.Park))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background(), func(context.Context, opaque) error {
+		return errclass.Permanent(errors.New("handler: poison"))
+	})
+	if err == nil {
+		t.Errorf("Run() = nil, want an error: the event cannot be parked without loss")
+	}
+	if c, _ := store.Load(context.Background()); c != 0 || r.Cursor() != 0 {
+		t.Errorf("saved cursor %d, Cursor() %d, want 0 and 0: the event stays uncommitted", c, r.Cursor())
+	}
+	if got := r.Stats().Parked; got != 0 {
+		t.Errorf("Stats().Parked = %d, want 0", got)
+	}
+	for rec, err := range deadletter.Read[opaque, int64](path) {
+		t.Errorf("the file holds a record %+v (err %v), want none", rec, err)
+	}
+}
+
+func TestCloseThatPanicsOnTheWatcherReachesRun(t *testing.T) {
+	c := newScriptConn(nil)
+	c.block, c.closePanic = true, "close exploded"
+	c.err = errors.New("closed")
+	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) { return c, nil })
+	r := newResumer(t, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-time.After(time.Millisecond) // any moment: the watcher closes the Conn whenever ctx ends
+		cancel()
+	}()
+	panicked, _ := runBounded(t, ctx, r, func(context.Context, ev) error { return nil })
+	if panicked != "close exploded" {
+		t.Errorf("Run panicked with %v, want the Close's panic", panicked)
+	}
+}
+
+// cycle is an error whose chain comes back to itself.
+type cycle struct{ next error }
+
+func TestCyclicErrorDoesNotHangRun(t *testing.T) {
+	cyc := &cycle{}
+	cyc.next = cyc
+	tests := []struct {
+		name string
+		open error // from Open
+		recv error // from Recv
+	}{
+		{name: "open", open: errclass.Permanent(cyc)},
+		{name: "recv", recv: cyc},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+				if tt.open != nil {
+					return nil, tt.open
+				}
+				return newScriptConn(tt.recv), nil
+			})
+			r := newResumer(t, src, stream.WithClassifier(errclass.Func(func(error) errclass.Decision {
+				return errclass.Decision{Action: errclass.Fail}
+			})))
+			_, err := runBounded(t, context.Background(), r, func(context.Context, ev) error { return nil })
+			if err == nil {
+				t.Fatalf("Run() = nil, want the cyclic error")
+			}
+		})
+	}
+}
+
+func TestErrStopFromTheSourceStops(t *testing.T) {
+	tests := []struct {
+		name   string
+		source stream.Source[ev, int64]
+	}{
+		{name: "page fetch", source: stream.Pages(func(context.Context, int64) ([]ev, error) { return nil, stream.ErrStop })},
+		{name: "recv", source: stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+			return newScriptConn(fmt.Errorf("done: %w", stream.ErrStop)), nil
+		})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newResumer(t, tt.source)
+			_, err := runBounded(t, context.Background(), r, func(context.Context, ev) error { return nil })
+			if err != nil {
+				t.Errorf("Run() = %v, want nil", err)
+			}
+			if got := r.Stats().Retried; got != 0 {
+				t.Errorf("Stats().Retried = %d, want 0: ErrStop is never retried", got)
+			}
+		})
+	}
+}
+
+func TestStringCursorsAreQuotedInErrors(t *testing.T) {
+	src := stream.SourceFunc[ev, string](func(context.Context, string) (stream.Conn[ev], error) {
+		return newScriptConn(io.EOF, ev{Seq: 1}), nil
+	})
+	store := &failingSave[string]{initial: "start", err: errclass.Permanent(errors.New("no"))}
+	r, err := stream.New(src, func(ev) (string, error) { return "", nil }, cursor.Store[string](store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background(), func(context.Context, ev) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), `cursor "" to the Store`) {
+		t.Errorf("Run() = %v, want the empty cursor quoted", err)
 	}
 }

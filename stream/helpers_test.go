@@ -2,7 +2,9 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -204,3 +206,159 @@ type failingLoad struct{ err error }
 
 func (f failingLoad) Load(context.Context) (int64, error) { return 0, f.err }
 func (f failingLoad) Save(context.Context, int64) error   { return nil }
+
+// listConn delivers its events, then ends with end. Close does nothing, so
+// it may run concurrently with Recv.
+type listConn[T any] struct {
+	evs []T
+	end error
+}
+
+func (c *listConn[T]) Recv(context.Context) (T, error) {
+	if len(c.evs) == 0 {
+		var zero T
+		return zero, c.end
+	}
+	e := c.evs[0]
+	c.evs = c.evs[1:]
+	return e, nil
+}
+
+func (c *listConn[T]) Close() error { return nil }
+
+// listSource serves events (their cursors given by seq, in increasing
+// order): each Open delivers those after its cursor, then the end of the
+// stream.
+func listSource[T any](events []T, seq func(T) int64) stream.Source[T, int64] {
+	return stream.SourceFunc[T, int64](func(_ context.Context, after int64) (stream.Conn[T], error) {
+		var out []T
+		for _, e := range events {
+			if seq(e) > after {
+				out = append(out, e)
+			}
+		}
+		return &listConn[T]{evs: out, end: stream.ErrEndOfStream}, nil
+	})
+}
+
+// tally counts handler calls per sequence number; it is safe for
+// concurrent use.
+type tally struct {
+	mu    sync.Mutex
+	calls map[int64]int
+	order []int64
+}
+
+func (h *tally) add(seq int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = make(map[int64]int)
+	}
+	h.calls[seq]++
+	h.order = append(h.order, seq)
+}
+
+// missing returns the numbers in [1, n] never seen.
+func (h *tally) missing(n int64) []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []int64
+	for i := int64(1); i <= n; i++ {
+		if h.calls[i] == 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (h *tally) seen() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.order)
+}
+
+// nthSaveFails is a memory Store whose nth Save fails, once, with err.
+type nthSaveFails struct {
+	cursor.Memory[int64]
+	mu    sync.Mutex
+	n     int
+	saves int
+	err   error
+}
+
+func (s *nthSaveFails) Save(ctx context.Context, c int64) error {
+	s.mu.Lock()
+	s.saves++
+	fail := s.saves == s.n
+	s.mu.Unlock()
+	if fail {
+		return s.err
+	}
+	return s.Memory.Save(ctx, c)
+}
+
+func (s *cancelOnFirstSave) Save(ctx context.Context, c int64) error {
+	s.mu.Lock()
+	s.saves++
+	first := s.saves == 1
+	s.mu.Unlock()
+	if first {
+		s.cancel()
+		return fmt.Errorf("store: writing cursor %d: %w", c, ctx.Err())
+	}
+	return s.Memory.Save(ctx, c)
+}
+
+// scriptConn is a Conn that delivers events, then ends with err; Close may
+// panic with closePanic.
+type scriptConn struct {
+	events     []ev
+	err        error
+	closePanic any
+	closed     chan struct{}
+	once       sync.Once
+	block      bool // after the events, block until closed instead of ending with err
+}
+
+func newScriptConn(err error, events ...ev) *scriptConn {
+	return &scriptConn{events: events, err: err, closed: make(chan struct{})}
+}
+
+func (c *scriptConn) Recv(ctx context.Context) (ev, error) {
+	if len(c.events) > 0 {
+		e := c.events[0]
+		c.events = c.events[1:]
+		return e, nil
+	}
+	if c.block {
+		select {
+		case <-c.closed:
+			return ev{}, c.err
+		case <-ctx.Done():
+			return ev{}, ctx.Err()
+		}
+	}
+	return ev{}, c.err
+}
+
+func (c *scriptConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	if c.closePanic != nil {
+		panic(c.closePanic)
+	}
+	return nil
+}
+
+func (l *failingLimiter) Wait(context.Context) error {
+	l.calls.Add(1)
+	return errors.New("rate: Wait(n=1) would exceed context deadline")
+}
+
+func (c *cycle) Error() string { return "cycle" }
+
+func (c *cycle) Unwrap() error { return c.next }
+
+func (s *failingSave[C]) Load(context.Context) (C, error) { return s.initial, nil }
+
+func (s *failingSave[C]) Save(context.Context, C) error { return s.err }

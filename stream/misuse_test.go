@@ -546,3 +546,15 @@ func TestConnCloseErrorIsIgnored(t *testing.T) {
 		t.Errorf("handled events (-want +got):\n%s", diff)
 	}
 }
+
+// Defect 9: WithHandlerRetry accepts a policy WithBackoff refuses.
+func TestHandlerRetryRefusesAnInvalidPolicy(t *testing.T) {
+	bad := backoff.Exponential(backoff.WithMultiplier(0.5))
+	src := streamtest.NewSource(letters(1))
+	if _, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBackoff(bad)); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Fatalf("New(WithBackoff(multiplier 0.5)) = %v, want %v", err, stream.ErrInvalidOption)
+	}
+	if _, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithHandlerRetry(5, bad)); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("New(WithHandlerRetry(5, multiplier 0.5)) = %v, want %v", err, stream.ErrInvalidOption)
+	}
+}

@@ -31,7 +31,7 @@ func (p pages[T, C]) Open(ctx context.Context, after C) (Conn[T], error) {
 	return &page[T]{items: items}, nil
 }
 
-// RecvRespectsContext tells the Resumer (see [Source]) that a page's Recv never
+// RecvRespectsContext implements [ContextRespecter]: a page's Recv never
 // blocks.
 func (pages[T, C]) RecvRespectsContext() bool { return true }
 

@@ -189,7 +189,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		linger:      cfg.linger,
 		equal:       equalFunc[C](),
 	}
-	if cr, ok := src.(contextRespecter); ok && cr.RecvRespectsContext() {
+	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
 		r.noWatch = true
 	}
 	r.defaults(&cfg)
@@ -459,7 +459,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, 
 		return errAlreadyRunning
 	}
 	defer r.running.Store(false)
-	if hc, ok := r.store.(interface{ CommitsInHandler() bool }); ok && r.handlers > 1 && hc.CommitsInHandler() {
+	if hc, ok := r.store.(cursor.HandlerCommitter); ok && r.handlers > 1 && hc.CommitsInHandler() {
 		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
 	}
 	r.begin()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -774,5 +775,158 @@ func TestOnStop(t *testing.T) {
 				t.Errorf("the Store held %d when OnStop ran, want %d (after the final save)", savedAtStop, tt.wantCursor)
 			}
 		})
+	}
+}
+
+// Defect 2: breaking out of All with WithHandlerRetry or WithDeadLetter
+// panics. All's doc: "Breaking out of the loop … leaves the event it broke
+// on uncommitted, to be delivered again by the next Run or All".
+func TestBreakOutOfAllWithRetryOrDeadLetter(t *testing.T) {
+	var parks atomic.Int64
+	park := func(context.Context, ev, error) error { parks.Add(1); return nil }
+	tests := []struct {
+		name string
+		opts []stream.Option
+	}{
+		{name: "handler retry", opts: []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0))}},
+		{name: "dead letter", opts: []stream.Option{stream.WithDeadLetter(park)}},
+		{name: "both", opts: []stream.Option{stream.WithHandlerRetry(3, backoff.Constant(0)), stream.WithDeadLetter(park)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				parks.Store(0)
+				store := cursor.NewMemory[int64](0)
+				r, err := stream.New(streamtest.NewSource(letters(5)), extract, store,
+					append([]stream.Option{stream.WithBackoff(backoff.Constant(0))}, tt.opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var seen []int64
+				panicked := func() (p any) {
+					defer func() { p = recover() }()
+					for e, err := range r.All(context.Background()) {
+						if err != nil {
+							t.Errorf("All yielded %v", err)
+							return nil
+						}
+						seen = append(seen, e.Seq)
+						if e.Seq == 3 {
+							break
+						}
+					}
+					return nil
+				}()
+				if panicked != nil {
+					t.Fatalf("breaking out of All panicked: %v", panicked)
+				}
+				if fmt.Sprint(seen) != "[1 2 3]" {
+					t.Errorf("All yielded %v, want [1 2 3]", seen)
+				}
+				if got := parks.Load(); got != 0 {
+					t.Errorf("the dead letter was called %d times, want 0: a break is no failure", got)
+				}
+				st := r.Stats()
+				if st.Cursor != 2 || st.Parked != 0 || st.HandlerRetries != 0 {
+					t.Errorf("Stats() Cursor = %d, Parked = %d, HandlerRetries = %d, want 2, 0, 0", st.Cursor, st.Parked, st.HandlerRetries)
+				}
+				if c, _ := store.Load(context.Background()); c != 2 {
+					t.Errorf("saved cursor %d, want 2: the event broken on stays uncommitted", c)
+				}
+				var again []int64
+				if err := r.Run(context.Background(), record(&again)); err != nil {
+					t.Fatalf("Run() after the break = %v, want nil", err)
+				}
+				if fmt.Sprint(again) != "[3 4 5]" {
+					t.Errorf("Run after the break handled %v, want [3 4 5]", again)
+				}
+			})
+		})
+	}
+}
+
+// Defect 7: hooks run concurrently on handler goroutines. The Hooks doc:
+// "called on the Resumer's goroutine". Two hooks must never overlap,
+// whatever n is; under -race the hooks' unlocked counter races as well.
+func TestHooksNeverOverlap(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var (
+					inside   atomic.Bool
+					overlaps atomic.Int64
+					entered  = make(chan struct{}, 1)
+					shared   int // unlocked on purpose: hooks are called one at a time (-race checks)
+					calls    int
+					first    = true
+				)
+				hook := func() {
+					shared++
+					if inside.Swap(true) {
+						overlaps.Add(1)
+						select {
+						case entered <- struct{}{}:
+						default:
+						}
+						return
+					}
+					calls++
+					if first {
+						first = false
+						// The first hook lingers a fake second: a hook called
+						// from another goroutine meanwhile enters and is seen.
+						select {
+						case <-entered:
+						case <-time.After(time.Second):
+						}
+					}
+					inside.Store(false)
+				}
+				hooks := stream.Hooks[int64]{
+					OnHandlerError: func(stream.HandlerEvent[int64]) { hook() },
+					OnCommit:       func(stream.CommitEvent[int64]) { hook() },
+				}
+				r := newResumer(t, streamtest.NewSource(letters(8)), stream.WithConcurrency(n),
+					stream.WithHandlerRetry(2, backoff.Constant(0)),
+					stream.WithDeadLetter(func(context.Context, ev, error) error { return nil }),
+					stream.WithHooks(hooks))
+				err := r.Run(context.Background(), func(context.Context, ev) error { return errors.New("handler: flaky") })
+				if err != nil {
+					t.Errorf("Run() = %v, want nil (every event parked)", err)
+				}
+				if got := overlaps.Load(); got > 0 {
+					t.Errorf("a hook was called while another ran, %d times (n = %d)", got, n)
+				}
+				if want := 8*2 + 8; calls+int(overlaps.Load()) != want {
+					t.Errorf("%d hook calls, want %d (two failed tries and a commit per event)", calls+int(overlaps.Load()), want)
+				}
+				if shared != calls+int(overlaps.Load()) {
+					t.Errorf("the hooks' unlocked counter is %d after %d calls", shared, calls+int(overlaps.Load()))
+				}
+			})
+		})
+	}
+}
+
+func TestSkipRepeats(t *testing.T) {
+	fetch := func(_ context.Context, after int64) ([]ev, error) {
+		if after >= 3 {
+			return nil, stream.ErrEndOfStream
+		}
+		return []ev{{Seq: after}, {Seq: after + 1}}, nil // inclusive: the event at after comes again
+	}
+	r := newResumer(t, stream.Pages(fetch), stream.WithCursorOrder(func(a, b int64) int { return int(a - b) }), stream.WithSkipRepeats())
+	seen, err := collect(t, r)
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if fmt.Sprint(seen) != "[1 2 3]" {
+		t.Errorf("handled %v, want [1 2 3] (the event at the start cursor and each repeat skipped)", seen)
+	}
+	if got := r.Stats().Skipped; got != 3 {
+		t.Errorf("Stats().Skipped = %d, want 3", got)
+	}
+	if _, err := stream.New(stream.Pages(fetch), extract, cursor.NewMemory[int64](0), stream.WithSkipRepeats()); !errors.Is(err, stream.ErrInvalidOption) {
+		t.Errorf("New(WithSkipRepeats without an order) = %v, want %v", err, stream.ErrInvalidOption)
 	}
 }

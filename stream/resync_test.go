@@ -3,8 +3,12 @@ package stream_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -262,5 +266,197 @@ func TestErrStop(t *testing.T) {
 				t.Errorf("Store.Load() = %d, Cursor() = %d; want %d", got, r.Cursor(), tt.wantCursor)
 			}
 		})
+	}
+}
+
+// Defect 10: no OnCommit for the cursor a resync returns. concurrency.md:
+// OnCommit is called "one for the cursor a resync returns, none per replayed
+// event".
+func TestOnCommitForTheResyncCursor(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+					if after == 0 {
+						return nil, errclass.CursorExpired(errors.New("compacted"))
+					}
+					return nil, stream.ErrEndOfStream
+				})
+				var commits []int64
+				var mu sync.Mutex
+				r := newResumer(t, src, stream.WithConcurrency(n),
+					stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+						for _, s := range []int64{7, 8} {
+							if err := emit(ev{Seq: s}); err != nil {
+								return 0, err
+							}
+						}
+						return 10, nil
+					}),
+					stream.WithHooks(stream.Hooks[int64]{OnCommit: func(e stream.CommitEvent[int64]) {
+						mu.Lock()
+						commits = append(commits, e.Cursor)
+						mu.Unlock()
+					}}))
+				var h tally
+				if err := r.Run(context.Background(), func(_ context.Context, e ev) error { h.add(e.Seq); return nil }); err != nil {
+					t.Fatalf("Run() = %v, want nil", err)
+				}
+				if got := h.seen(); len(got) != 2 {
+					t.Errorf("handled %v, want the replay's two events", got)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if fmt.Sprint(commits) != "[10]" {
+					t.Errorf("OnCommit cursors %v, want [10]", commits)
+				}
+			})
+		})
+	}
+}
+
+// Found by TestCombinations, beyond the issue's list: after a transient
+// Store.Save failure under WithConcurrency(n > 1), a resync's replay never
+// reaches the handler, yet the resync's cursor is committed and saved: the
+// replayed events are lost. (The same root as defect 1.)
+func TestResyncAfterAFailedSaveHandlesTheReplay(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opens atomic.Int64
+				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+					switch opens.Add(1) {
+					case 1: // three events, then a live connection
+						c := newScriptConn(io.EOF, ev{Seq: 1}, ev{Seq: 2}, ev{Seq: 3})
+						c.block = true
+						return c, nil
+					case 2:
+						return nil, errclass.CursorExpired(errors.New("compacted"))
+					}
+					return nil, stream.ErrEndOfStream
+				})
+				store := &nthSaveFails{n: 1, err: errors.New("store: connection reset")}
+				r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)), stream.WithConcurrency(n),
+					stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+						for _, s := range []int64{10, 11} {
+							if err := emit(ev{Seq: s}); err != nil {
+								return 0, err
+							}
+						}
+						return 11, nil
+					}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				var h tally
+				if err := r.Run(ctx, func(_ context.Context, e ev) error { h.add(e.Seq); return nil }); err != nil {
+					t.Errorf("Run() = %v, want nil", err)
+				}
+				if m := h.missing(11); !slices.Contains(h.seen(), 10) || !slices.Contains(h.seen(), 11) || slices.Contains(m, 1) {
+					t.Errorf("handled %v, want 1 and the replayed 10 and 11 among them", h.seen())
+				}
+				if st := r.Stats(); st.Cursor != 11 || st.Resyncs != 1 {
+					t.Errorf("Stats() Cursor = %d, Resyncs = %d, want 11 and 1", st.Cursor, st.Resyncs)
+				}
+			})
+		})
+	}
+}
+
+// Found by TestCombinations: a transient Store.Save failure at the end of a
+// connection that ended on an expired cursor makes the expiry terminal
+// ("no resync possible here") although WithResync is set; and the Store is
+// left behind the committed cursor with no final save tried
+// (Stats.FinalSaveError nil).
+func TestExpiryWithAFailedSaveStillResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var opens atomic.Int64
+		src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+			if opens.Add(1) == 1 {
+				return newScriptConn(errclass.CursorExpired(errors.New("compacted")), ev{Seq: 1}), nil
+			}
+			return nil, stream.ErrEndOfStream
+		})
+		// Saved every 10 commits: the save comes at the connection's end.
+		store := &nthSaveFails{n: 1, err: errors.New("store: connection reset")}
+		r, err := stream.New(src, extract, store, stream.WithBackoff(backoff.Constant(0)), stream.WithCheckpointEvery(10),
+			stream.WithResync(func(context.Context, error, func(ev) error) (int64, error) { return 5, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(context.Background(), func(context.Context, ev) error { return nil }); err != nil {
+			t.Errorf("Run() = %v, want nil: the save's failure is transient and a resync hook is set", err)
+		}
+		st := r.Stats()
+		if st.Resyncs != 1 || st.Cursor != 5 {
+			t.Errorf("Stats() Resyncs = %d, Cursor = %d, want 1 and 5", st.Resyncs, st.Cursor)
+		}
+		if c, _ := store.Load(context.Background()); c != st.Cursor && st.FinalSaveError == nil {
+			t.Errorf("the Store holds %d, the committed cursor is %d, and Stats().FinalSaveError is nil", c, st.Cursor)
+		}
+	})
+}
+
+// Found by TestCombinations: Stats.Events counts the events of a resync's
+// replay that never completed, whose cursor is not committed. Stats' doc:
+// "events delivered to the handler and committed, a resync's replay
+// included".
+func TestEventsCountOnlyACompletedReplay(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+					return nil, errclass.CursorExpired(errors.New("compacted"))
+				})
+				r := newResumer(t, src, stream.WithConcurrency(n),
+					stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+						for _, s := range []int64{10, 11} {
+							if err := emit(ev{Seq: s}); err != nil {
+								return 0, err
+							}
+						}
+						return 11, nil
+					}))
+				boom := errors.New("handler: boom")
+				err := r.Run(context.Background(), func(_ context.Context, e ev) error {
+					if e.Seq == 11 {
+						return boom
+					}
+					return nil
+				})
+				if !errors.Is(err, boom) {
+					t.Fatalf("Run() = %v, want %v", err, boom)
+				}
+				if st := r.Stats(); st.Events != 0 || st.Resyncs != 0 || st.Cursor != 0 {
+					t.Errorf("Stats() Events = %d, Resyncs = %d, Cursor = %d, want 0, 0, 0: the replay did not complete", st.Events, st.Resyncs, st.Cursor)
+				}
+			})
+		})
+	}
+}
+
+func TestEmitAfterResyncReturnedRefuses(t *testing.T) {
+	var kept func(ev) error
+	src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+		if after == 0 {
+			return nil, errclass.CursorExpired(errors.New("gone"))
+		}
+		return nil, stream.ErrEndOfStream
+	})
+	var handled atomic.Int64
+	r := newResumer(t, src, stream.WithResync(func(_ context.Context, _ error, emit func(ev) error) (int64, error) {
+		kept = emit
+		return 5, nil
+	}))
+	if err := r.Run(context.Background(), func(context.Context, ev) error { handled.Add(1); return nil }); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if err := kept(ev{Seq: 9}); err == nil {
+		t.Error("emit after the resync returned = nil, want an error")
+	}
+	if got := handled.Load(); got != 0 {
+		t.Errorf("handler called %d times by a stale emit, want 0", got)
 	}
 }

@@ -29,10 +29,7 @@ type Conn[T any] interface {
 // cannot interrupt an Open that ignores it. Open is called from one
 // goroutine at a time for a given Resumer.
 //
-// A Source may also have a method RecvRespectsContext() bool. Reporting
-// true promises that every [Conn.Recv] it returns ends promptly when its
-// ctx ends, and spares each Run the context watcher that closes the Conn on
-// cancellation (about 500 bytes): it matters with thousands of idle streams.
+// A Source may also be a [ContextRespecter].
 type Source[T, C any] interface {
 	// Open returns a connection that delivers the events strictly after
 	// cursor after. An error is classified exactly like an error from Recv;
@@ -40,8 +37,12 @@ type Source[T, C any] interface {
 	Open(ctx context.Context, after C) (Conn[T], error)
 }
 
-// contextRespecter is the optional method of a [Source] described there.
-type contextRespecter interface {
+// ContextRespecter is the optional interface of a [Source] whose every
+// [Conn.Recv] ends promptly when its ctx ends. RecvRespectsContext returning
+// true promises that, and spares each Run the context watcher that closes the
+// Conn on cancellation (about 500 bytes): it matters with thousands of idle
+// streams. It is called once per Run, from Run's goroutine.
+type ContextRespecter interface {
 	RecvRespectsContext() bool
 }
 

@@ -80,7 +80,7 @@ func tokenCursor[T any](it TokenItem[T]) (string, error) {
 	return it.Token, nil
 }
 
-// RecvRespectsContext tells the Resumer (see [Source]) that a page's Recv never
+// RecvRespectsContext implements [ContextRespecter]: a page's Recv never
 // blocks.
 func (tokens[T]) RecvRespectsContext() bool { return true }
 

@@ -286,3 +286,51 @@ func ExampleTokens() {
 	// c, then commit "tok-3"
 	// run: context canceled
 }
+
+// Defect 3: Tokens never passes an empty page that carries a next token.
+func TestTokensEmptyPageWithNextToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		fetches := map[string]int{}
+		fetch := func(_ context.Context, token string) ([]string, string, error) {
+			mu.Lock()
+			fetches[token]++
+			mu.Unlock()
+			switch token {
+			case "":
+				return []string{"a", "b"}, "t1", nil
+			case "t1":
+				return nil, "t2", nil // an empty page, with a next token
+			case "t2":
+				return []string{"c", "d"}, "t3", nil
+			}
+			return nil, "", nil // no later page yet
+		}
+		src, ext := stream.Tokens(fetch)
+		r, err := stream.New(src, ext, cursor.NewMemory(""), stream.WithPollInterval(time.Second), stream.WithBackoff(backoff.Constant(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var seen []string
+		err = r.Run(ctx, func(_ context.Context, it stream.TokenItem[string]) error {
+			seen = append(seen, it.Item)
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Run() = %v, want %v", err, context.DeadlineExceeded)
+		}
+		if fmt.Sprint(seen) != "[a b c d]" {
+			t.Errorf("handled %v in a fake minute, want [a b c d]", seen)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if fetches["t1"] > 2 {
+			t.Errorf("the empty page t1 was fetched %d times in a fake minute, want at most 2 (fetches: %v)", fetches["t1"], fetches)
+		}
+		if got := r.Cursor(); got != "t3" {
+			t.Errorf("Cursor() = %q, want %q", got, "t3")
+		}
+	})
+}

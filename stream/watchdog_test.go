@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -218,6 +219,52 @@ func TestOpenLimiterHonoursCancellation(t *testing.T) {
 		}
 		if n := len(src.Opens()); n != 0 {
 			t.Errorf("%d Opens, want 0", n)
+		}
+	})
+}
+
+// idleThenEnd opens one connection that delivers one event, which the
+// handler holds past the idle timeout; the connection then ends with end.
+func idleThenEnd(t *testing.T, end error, opts ...stream.Option) (opens int64, delays []time.Duration, err error) {
+	var n atomic.Int64
+	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+		if n.Add(1) > 1 {
+			return nil, stream.ErrEndOfStream
+		}
+		return newScriptConn(end, ev{Seq: 1}), nil
+	})
+	var got []stream.RetryEvent[int64]
+	r := newResumer(t, src, append([]stream.Option{stream.WithIdleTimeout(time.Second), retries(&got)}, opts...)...)
+	err = r.Run(context.Background(), func(context.Context, ev) error {
+		time.Sleep(2 * time.Second) // fake time: the watchdog fires while the handler holds the event
+		return nil
+	})
+	for _, e := range got {
+		delays = append(delays, e.Delay)
+	}
+	return n.Load(), delays, err
+}
+
+func TestIdleFireKeepsEndOfStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opens, _, err := idleThenEnd(t, stream.ErrEndOfStream)
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if opens != 1 {
+			t.Errorf("%d opens, want 1: the end of the stream is not a reason to reopen", opens)
+		}
+	})
+}
+
+func TestIdleFireKeepsServerDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, delays, err := idleThenEnd(t, errclass.RetryAfter(io.EOF, time.Minute))
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if len(delays) != 1 || delays[0] < time.Minute {
+			t.Errorf("reopen delays %v, want one of at least 1m (the server's)", delays)
 		}
 	})
 }
