@@ -102,14 +102,25 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 	defer r.guard.rethrow() // a Close that panicked on the watcher's or watchdog's goroutine
 	defer r.guard.wait()
 	if r.handlers > 1 {
-		p := r.startPipeline(ctx, handle)
-		r.pipe.Store(p)
-		defer r.pipe.Store(nil)
-		defer p.stop()
-		defer r.guard.watch(p.opens)() // ctx's end, or the pipeline's stop, closes the Conn
-	} else if !r.noWatch {
+		return r.piped(ctx, handle)
+	}
+	if !r.noWatch {
 		defer r.guard.watch(ctx)()
 	}
+	return r.settle(ctx, r.loop(ctx, handle))
+}
+
+// piped is guarded's loop under WithConcurrency, with the pipeline
+// running beside it. It is its own frame: guarded's sits on the stack of
+// every idle stream.
+//
+//go:noinline
+func (r *Resumer[T, C]) piped(ctx context.Context, handle handler[T]) outcome {
+	p := r.startPipeline(ctx, handle)
+	r.pipe.Store(p)
+	defer r.pipe.Store(nil)
+	defer p.stop()
+	defer r.guard.watch(p.opens)() // ctx's end, or the pipeline's stop, closes the Conn
 	return r.settle(ctx, r.loop(ctx, handle))
 }
 
@@ -136,43 +147,54 @@ func (r *Resumer[T, C]) pipeStopped() bool {
 	return p != nil && p.stopped()
 }
 
-// loop is the one loop: load, open and drain a connection; then decide —
-// return, resync, or wait and open again.
+// loop is the one loop: load, open and drain a connection (connect); then
+// decide what its end means (between) — return, or open again.
 func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 	for {
-		o := r.connect(ctx, handle)
-		if o.end != cleanEnd || ctx.Err() != nil || r.saveFailing.Load() || r.saveFailedBehind() {
-			o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
-		}
-		if o = r.saveBehind(ctx, o); o.end == finalEnd {
+		if o, done := r.between(ctx, handle, r.connect(ctx, handle)); done {
 			return o
-		}
-		if ctx.Err() != nil { // shutdown is no failure: nothing to count or hook
-			return o.final(ctx.Err())
-		}
-		v := r.decide(o)
-		if v.resync {
-			if o = r.saveBehind(ctx, r.resyncAfter(ctx, handle, v.err)); o.end == finalEnd {
-				return o
-			}
-			if ctx.Err() != nil {
-				return o.final(ctx.Err())
-			}
-			v = r.decide(o)
-		}
-		if v.stop {
-			o.err = v.err
-			return o
-		}
-		if v.delay > 0 { // no events wait uncommitted through a delay
-			if o = r.settle(ctx, o); o.end == finalEnd {
-				return o
-			}
-		}
-		if err := wait.Sleep(ctx, v.delay); err != nil {
-			return o.final(err)
 		}
 	}
+}
+
+// between decides what a connection's end o means: done (Run returns o),
+// or resync and wait before the next open. It is a frame of its own, so
+// that loop's, on the stack of every idle stream, stays small.
+//
+//go:noinline
+func (r *Resumer[T, C]) between(ctx context.Context, handle handler[T], o outcome) (_ outcome, done bool) {
+	if o.end != cleanEnd || ctx.Err() != nil || r.saveFailing.Load() || r.saveFailedBehind() {
+		o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
+	}
+	if o = r.saveBehind(ctx, o); o.end == finalEnd {
+		return o, true
+	}
+	if ctx.Err() != nil { // shutdown is no failure: nothing to count or hook
+		return o.final(ctx.Err()), true
+	}
+	v := r.decide(o)
+	if v.resync {
+		if o = r.saveBehind(ctx, r.resyncAfter(ctx, handle, v.err)); o.end == finalEnd {
+			return o, true
+		}
+		if ctx.Err() != nil {
+			return o.final(ctx.Err()), true
+		}
+		v = r.decide(o)
+	}
+	if v.stop {
+		o.err = v.err
+		return o, true
+	}
+	if v.delay > 0 { // no events wait uncommitted through a delay
+		if o = r.settle(ctx, o); o.end == finalEnd {
+			return o, true
+		}
+	}
+	if err := wait.Sleep(ctx, v.delay); err != nil {
+		return o.final(err), true
+	}
+	return o, false
 }
 
 // endOf classifies the error that ended a try: the end of the stream and
@@ -197,19 +219,34 @@ func (r *Resumer[T, C]) endOf(ctx context.Context, o outcome, err error) outcome
 // connect loads the Store if needed, waits on the open limiter, opens a
 // connection after the committed cursor and drains it.
 func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome {
+	conn, after, o := r.open(ctx)
+	if conn == nil {
+		return o
+	}
+	o = r.drain(ctx, conn, handle)
+	o.moved = r.movedFrom(after, o.commits+o.read)
+	return o
+}
+
+// open is connect up to a Conn opened after the cursor after; a nil Conn
+// comes with the outcome that ended the try. It is a frame of its own, so
+// that connect's, on the stack of every idle stream, stays small.
+//
+//go:noinline
+func (r *Resumer[T, C]) open(ctx context.Context) (_ Conn[T], after C, _ outcome) {
 	if !r.st.loaded {
 		if o := r.load(ctx); o.end != cleanEnd {
-			return o
+			return nil, after, o
 		}
 	}
 	r.st.lastTry = time.Now() // a try starts here: a failed limiter wait obeys the delay rule too
 	bctx := r.blocking(ctx)
 	if r.limiter != nil {
 		if err := r.limiter.Wait(bctx); err != nil {
-			return r.endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
+			return nil, after, r.endOf(ctx, outcome{}, fmt.Errorf("stream: waiting on the open limiter: %w", err))
 		}
 	}
-	after := r.resumeAt()
+	after = r.resumeAt()
 	r.newConnection()
 	conn, err := r.src.Open(bctx, after)
 	switch {
@@ -219,7 +256,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 		_ = conn.Close() // an Open that failed must not leak what it opened
 	}
 	if err != nil {
-		return r.endOf(ctx, outcome{}, err)
+		return nil, after, r.endOf(ctx, outcome{}, err)
 	}
 	r.mu.Lock()
 	r.stats.Opens++
@@ -228,9 +265,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 	if r.hooks.OnConnect != nil {
 		r.callHook(func() { r.hooks.OnConnect(ConnectEvent[C]{After: after, Attempt: r.st.attempt}) })
 	}
-	o := r.drain(ctx, conn, handle)
-	o.moved = r.movedFrom(after, o.commits+o.read)
-	return o
+	return conn, after, outcome{}
 }
 
 // movedFrom reports whether the connection moved the stream from before,
@@ -345,7 +380,7 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		case handled:
 			r.guard.wd.handling(true)
 			if err = handle(ctx, ev); err != nil { // the step's first try; the rest is inline's
-				kind, a, err = r.retried(ctx, handle, &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err})
+				kind, a, err = r.retried(ctx, handle, failedFirst(ev, c, err))
 			}
 			r.guard.wd.handling(false)
 			if a == fail {
@@ -362,6 +397,15 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 			return r.saveEnded(ctx, o, err)
 		}
 	}
+}
+
+// failedFirst returns the slot of ev (cursor c) whose first try failed
+// with err, for the retries. It is its own frame, on the heap: read sits on
+// the stack of every idle stream, and a slot is only wanted after a failure.
+//
+//go:noinline
+func failedFirst[T, C any](ev T, c C, err error) *slot[T, C] {
+	return &slot[T, C]{ev: ev, c: c, tries: 1, started: true, err: err}
 }
 
 // saveEnded is the outcome of a connection whose commit failed to save
@@ -767,6 +811,17 @@ func text(c any) string {
 }
 
 func (r *Resumer[T, C]) debug(msg string, err error) {
+	if r.log.Core().Enabled(zapcore.DebugLevel) {
+		r.debugWrite(msg, err)
+	}
+}
+
+// debugWrite writes debug's entry. It is a frame of its own, and the
+// level is checked before it: a logger's Check takes more stack than every
+// idle stream should keep.
+//
+//go:noinline
+func (r *Resumer[T, C]) debugWrite(msg string, err error) {
 	if ce := r.log.Check(zapcore.DebugLevel, msg); ce != nil {
 		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.cur()), zap.Error(err))
 	}

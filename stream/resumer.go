@@ -452,35 +452,57 @@ func (r *Resumer[T, C]) panicSave(ctx context.Context) {
 // run is Run, RunBatch (b not nil) and All: one loop at a time, the final
 // save, and the OnStop hook once it returned.
 func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, C]) (err error) {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidOption)
-	}
-	if !r.running.CompareAndSwap(false, true) {
-		return errAlreadyRunning
+	if err := r.enter(ctx); err != nil {
+		return err
 	}
 	defer r.running.Store(false)
-	if hc, ok := r.store.(cursor.HandlerCommitter); ok && r.handlers > 1 && hc.CommitsInHandler() {
-		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
-	}
 	r.begin()
 	r.hookTurn = make(chan struct{}, 1)
 	r.bat = b
 	defer func() { r.bat = nil }()
-	o := outcome{end: finalEnd, err: ctx.Err()}
 	returned := false
 	defer func() {
 		if !returned { // a panic: save what was committed on its way up
 			r.panicSave(ctx)
 		}
 	}()
+	o := outcome{end: finalEnd, err: ctx.Err()}
 	if o.err == nil {
 		o = r.guarded(ctx, handle)
 	}
 	returned = true
+	return r.stopped(ctx, o)
+}
+
+// enter refuses a nil ctx, a second concurrent run and a handler
+// transaction under concurrency; otherwise the Resumer is running.
+// It and stopped are frames of their own, kept out of run's: run sits on
+// the stack of every idle stream.
+//
+//go:noinline
+func (r *Resumer[T, C]) enter(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+	}
+	if !r.running.CompareAndSwap(false, true) {
+		return errAlreadyRunning
+	}
+	if hc, ok := r.store.(cursor.HandlerCommitter); ok && r.handlers > 1 && hc.CommitsInHandler() {
+		r.running.Store(false)
+		return fmt.Errorf("%w: WithConcurrency(%d) with a Store that commits in the handler's transaction: transactions finishing out of order would store a cursor beyond an unfinished event", ErrInvalidOption, r.handlers)
+	}
+	return nil
+}
+
+// stopped ends a run whose loop returned o: the final save, then the
+// OnStop hook.
+//
+//go:noinline
+func (r *Resumer[T, C]) stopped(ctx context.Context, o outcome) error {
 	if o.end == finalEnd && errwalk.Is(o.err, errBreak) {
 		o.err = nil // an All loop body stopped: no failure (All knows it broke)
 	}
-	err = r.finalSave(ctx, o)
+	err := r.finalSave(ctx, o)
 	if r.hooks.OnStop != nil {
 		r.callHook(func() { r.hooks.OnStop(StopEvent[C]{Err: err, Cursor: r.cur()}) })
 	}
