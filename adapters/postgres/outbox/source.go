@@ -1,4 +1,4 @@
-package postgres
+package outbox
 
 import (
 	"cmp"
@@ -15,14 +15,17 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgerr"
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgsql"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
-// Outbox is a [stream.Source] over an outbox table: the rows writers
+// Source is a [stream.Source] over an outbox table: the rows writers
 // insert in the transactions of their changes, relayed in the order of
-// those transactions, none ever skipped. Make one with [NewOutbox].
+// those transactions, none ever skipped. Make one with [NewSource].
 //
 // Each row carries the id of the transaction that inserted it (a column
 // xid of type xid8, DEFAULT pg_current_xact_id()) beside its sequence (a
@@ -33,33 +36,32 @@ import (
 // read, so no row ever appears behind the cursor. A relay polling
 // id > last skips rows: ids are taken at insert, transactions commit in
 // another order. The price: a transaction that stays open, anywhere in the
-// cluster, holds the relay back until it ends ([Outbox.Hold] reports it).
+// cluster, holds the relay back until it ends ([Source.Hold] reports it).
 // See docs/outbox.md.
 //
-// An Outbox serves one stream at a time; each connection has a database
+// A Source serves one stream at a time; each connection has a database
 // connection of its own (configured as the pool's, its AfterConnect run),
 // which LISTENs for the writers' notifications and polls at
 // [WithPollInterval] without them.
-type Outbox[T any] struct {
+type Source[T any] struct {
 	pool  *pgxpool.Pool
 	table []string
 	name  string // the table as given, for messages
 	scan  pgx.RowToFunc[T]
-	set   outboxSettings
+	set   settings
 
 	mu        sync.Mutex
-	hold      OutboxHold
-	confirmed OutboxCursor // the cursor a Deleting store holds
+	hold      Hold
+	confirmed Cursor // the cursor a Deleting store holds
 	deleting  bool
 }
 
-var _ stream.Source[OutboxEvent[int], OutboxCursor] = (*Outbox[int])(nil)
+var _ stream.Source[Event[int], Cursor] = (*Source[int])(nil)
 
-// OutboxCursor is a position in an outbox: after the row Seq of the
-// transaction Tx, on the server System. The zero OutboxCursor is before
-// every row. Use [OutboxCursor.Compare] with stream.WithCursorOrder, and
-// cursor.JSON to store it.
-type OutboxCursor struct {
+// Cursor is a position in an outbox: after the row Seq of the transaction
+// Tx, on the server System. The zero Cursor is before every row. [Compare]
+// orders cursors; cursor.JSON stores them.
+type Cursor struct {
 	// Tx is the xid8 of the transaction that inserted the row.
 	Tx uint64 `json:"tx"`
 	// Seq is the row's id.
@@ -70,34 +72,40 @@ type OutboxCursor struct {
 }
 
 // Compare orders cursors by position, as cmp.Compare does: by Tx, then by
-// Seq; System is not compared.
-func (c OutboxCursor) Compare(d OutboxCursor) int {
-	if r := cmp.Compare(c.Tx, d.Tx); r != 0 {
+// Seq; System is not compared. It is the order for stream.WithCursorOrder.
+func Compare(a, b Cursor) int {
+	if r := cmp.Compare(a.Tx, b.Tx); r != 0 {
 		return r
 	}
-	return cmp.Compare(c.Seq, d.Seq)
+	return cmp.Compare(a.Seq, b.Seq)
 }
 
+// Compare is [Compare](c, d).
+//
+// Deprecated: use the function [Compare]; the method stays for
+// postgres.OutboxCursor.Compare, which is this method.
+func (c Cursor) Compare(d Cursor) int { return Compare(c, d) }
+
 // String formats c as "tx 1234 id 56".
-func (c OutboxCursor) String() string {
+func (c Cursor) String() string {
 	return "tx " + strconv.FormatUint(c.Tx, 10) + " id " + strconv.FormatInt(c.Seq, 10)
 }
 
-// OutboxEvent is one row of an outbox: its position and the row as the
-// Outbox's scan function made it.
-type OutboxEvent[T any] struct {
-	Cursor OutboxCursor
+// Event is one row of an outbox: its position and the row as the Source's
+// scan function made it.
+type Event[T any] struct {
+	Cursor Cursor
 	Row    T
 }
 
-// ExtractOutbox is the [cursor.Extractor] of an [Outbox]'s events, for
-// stream.New and [Transactional].
-func ExtractOutbox[T any](ev OutboxEvent[T]) (OutboxCursor, error) { return ev.Cursor, nil }
+// Extract is the [cursor.Extractor] of a [Source]'s events, for
+// stream.New and postgres.Transactional.
+func Extract[T any](ev Event[T]) (Cursor, error) { return ev.Cursor, nil }
 
-// OutboxHold says what holds an [Outbox] back: committed rows wait behind
-// the transaction Tx, still running since before they committed. The zero
-// OutboxHold means nothing does.
-type OutboxHold struct {
+// Hold says what holds a [Source] back: committed rows wait behind the
+// transaction Tx, still running since before they committed. The zero
+// Hold means nothing does.
+type Hold struct {
 	// Since is when the relay first found committed rows it may not read yet.
 	Since time.Time
 	// Tx is the oldest running transaction (the snapshot's xmin).
@@ -108,17 +116,17 @@ type OutboxHold struct {
 	PID int
 }
 
-// OutboxOption configures [NewOutbox].
-type OutboxOption interface {
-	applyOutbox(*outboxSettings)
+// Option configures [NewSource].
+type Option interface {
+	apply(*settings)
 }
 
-type outboxOption func(*outboxSettings)
+type optionFunc func(*settings)
 
-func (f outboxOption) applyOutbox(s *outboxSettings) { f(s) }
+func (f optionFunc) apply(s *settings) { f(s) }
 
-// outboxSettings are what the OutboxOptions set.
-type outboxSettings struct {
+// settings are what the Options set.
+type settings struct {
 	columns string // WithCreate's
 	create  bool
 	channel string // "": no LISTEN
@@ -127,13 +135,14 @@ type outboxSettings struct {
 	errs    []error
 }
 
-// Defaults of the OutboxOptions.
+// Defaults of the Options and of NewResumer.
 const (
-	defaultOutboxPoll  = time.Second
-	defaultOutboxBatch = 500
+	defaultPoll       = time.Second
+	defaultBatch      = 500
+	defaultCheckpoint = 100 * time.Millisecond
 )
 
-// WithCreate makes an [Outbox] create its table when it is missing, with
+// WithCreate makes a [Source] create its table when it is missing, with
 // the columns id bigserial PRIMARY KEY and xid xid8 NOT NULL DEFAULT
 // pg_current_xact_id(), then columns (SQL pasted into CREATE TABLE, e.g.
 // "payload text NOT NULL"), an index on (xid, id), and (unless
@@ -142,94 +151,123 @@ const (
 // [WithNotify] after each INSERT statement. A writer then only inserts its
 // columns. A transaction that notified cannot be PREPAREd: on a server
 // that admits prepared transactions (max_prepared_transactions > 0) the
-// trigger is left out, and the Outbox polls unless the writers notify.
+// trigger is left out, and the Source polls unless the writers notify.
 // Without WithCreate a missing table is an error; so is a creation the
 // role may not make.
-func WithCreate(columns string) OutboxOption {
-	return outboxOption(func(s *outboxSettings) { s.columns, s.create = columns, true })
+func WithCreate(columns string) Option {
+	return optionFunc(func(s *settings) { s.columns, s.create = columns, true })
 }
 
-// WithNotify sets the channel an [Outbox] LISTENs on to learn that rows
+// WithNotify sets the channel a [Source] LISTENs on to learn that rows
 // were committed: the channel the trigger of [WithCreate] notifies, or one
 // the writers NOTIFY themselves. Default: the table's name (without its
-// schema). "" turns LISTEN off: the Outbox only polls. A channel that is
-// not a name as [WithTable] describes makes NewOutbox fail.
-func WithNotify(channel string) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
-		if channel != "" && !identifier.MatchString(channel) {
-			s.errs = append(s.errs, invalidf("WithNotify(%q): not a name", channel))
+// schema). "" turns LISTEN off: the Source only polls. A channel that is
+// not a name (a letter or underscore, then up to 62 letters, digits or
+// underscores) makes NewSource fail.
+func WithNotify(channel string) Option {
+	return optionFunc(func(s *settings) {
+		if channel != "" && !pgsql.Identifier.MatchString(channel) {
+			s.errs = append(s.errs, invalid("WithNotify", "channel", channel, "not a name"))
 			return
 		}
 		s.channel = channel
 	})
 }
 
-// WithPollInterval sets how long an [Outbox] connection waits for a
+// WithPollInterval sets how long a [Source] connection waits for a
 // notification before it reads the table again anyway. While committed
-// rows are held back by an older transaction ([OutboxHold]) it reads again
-// sooner: after 20ms, doubling up to d. Default 1s; a d that is not
-// positive makes NewOutbox fail.
-func WithPollInterval(d time.Duration) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
+// rows are held back by an older transaction ([Hold]) it reads again
+// sooner: after 10ms, doubling up to 100ms or d. Default 1s; a d that is
+// not positive makes NewSource fail.
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(s *settings) {
 		if d <= 0 {
-			s.errs = append(s.errs, invalidf("WithPollInterval(%v): not positive", d))
+			s.errs = append(s.errs, invalid("WithPollInterval", "d", d, "must be positive"))
 			return
 		}
 		s.poll = d
 	})
 }
 
-// WithBatchSize sets how many rows an [Outbox] reads in one query. Default
-// 500; n < 1 makes NewOutbox fail.
-func WithBatchSize(n int) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
+// WithBatchSize sets how many rows a [Source] reads in one query. Default
+// 500; n < 1 makes NewSource fail.
+func WithBatchSize(n int) Option {
+	return optionFunc(func(s *settings) {
 		if n < 1 {
-			s.errs = append(s.errs, invalidf("WithBatchSize(%d): below 1", n))
+			s.errs = append(s.errs, invalid("WithBatchSize", "n", n, "must be at least 1"))
 			return
 		}
 		s.batch = n
 	})
 }
 
-// NewOutbox returns an [Outbox] over table (a name or schema.name, as
-// [WithTable] describes), whose rows scan makes into T from the table's
-// columns other than xid (pgx.RowToStructByName[T], for instance). It
-// makes no round trip: the table is checked (or created, [WithCreate]) by
-// each Open. It returns an error matching [ErrInvalid] for a nil pool or
-// scan, a bad table name or a bad option.
-func NewOutbox[T any](pool *pgxpool.Pool, table string, scan pgx.RowToFunc[T], opts ...OutboxOption) (*Outbox[T], error) {
-	parts := splitTable(table)
-	set := outboxSettings{poll: defaultOutboxPoll, batch: defaultOutboxBatch}
+// NewSource returns a [Source] over table (a name or schema.name, each
+// part a letter or underscore followed by up to 62 letters, digits or
+// underscores; quoted, so case is kept), whose rows scan makes into T from
+// the table's columns other than xid (pgx.RowToStructByName[T], for
+// instance). It makes no round trip: the table is checked (or created,
+// [WithCreate]) by each Open. Every argument and option is checked at
+// once: the error joins one error per bad one, each matching
+// stream.ErrInvalidOption (and postgres.ErrInvalid) and naming it.
+func NewSource[T any](pool *pgxpool.Pool, table string, scan pgx.RowToFunc[T], opts ...Option) (*Source[T], error) {
+	parts := pgsql.SplitTable(table)
+	set := settings{poll: defaultPoll, batch: defaultBatch}
 	if parts != nil {
 		set.channel = parts[len(parts)-1]
 	}
 	for _, o := range opts {
 		if o != nil {
-			o.applyOutbox(&set)
+			o.apply(&set)
 		}
 	}
-	switch {
-	case pool == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox: the pool is nil"))
-	case scan == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox: the scan function is nil"))
-	case parts == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox(%q): not a name or schema.name", table))
+	var errs []error
+	if pool == nil {
+		errs = append(errs, invalid("NewSource", "pool", nil, "must not be nil"))
 	}
-	if len(set.errs) > 0 {
-		return nil, errors.Join(set.errs...)
+	if parts == nil {
+		errs = append(errs, invalid("NewSource", "table", table, "not a name or schema.name"))
 	}
-	return &Outbox[T]{pool: pool, table: parts, name: table, scan: scan, set: set}, nil
+	if scan == nil {
+		errs = append(errs, invalid("NewSource", "scan", nil, "must not be nil"))
+	}
+	if errs = append(errs, set.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &Source[T]{pool: pool, table: parts, name: table, scan: scan, set: set}, nil
 }
 
-// RecvRespectsContext reports true: an Outbox connection's Recv ends when
+// NewResumer returns a [stream.Resumer] over src with its cursor in store,
+// wired with the defaults an outbox needs: [Extract] as the extractor,
+// [Compare] as the cursor order, and saves at most every 100ms
+// (stream.WithCheckpointInterval; a save per row costs an fsync or a
+// commit each, 73 times slower with a file). opts come after these and
+// override them. Give it src.Deleting(store) to have the rows deleted up
+// to the saved cursor, and the store a postgres.Transactional handler
+// writes to for exactly-once effects. A nil src or store makes it fail
+// with an error matching stream.ErrInvalidOption.
+func NewResumer[T any](src *Source[T], store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event[T], Cursor], error) {
+	var errs []error
+	if src == nil {
+		errs = append(errs, invalid("NewResumer", "src", nil, "must not be nil"))
+	}
+	if store == nil {
+		errs = append(errs, invalid("NewResumer", "store", nil, "must not be nil"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	base := []stream.Option{stream.WithCursorOrder(Compare), stream.WithCheckpointInterval(defaultCheckpoint)}
+	return stream.New(src, Extract[T], store, append(base, opts...)...)
+}
+
+// RecvRespectsContext reports true: a Source connection's Recv ends when
 // its ctx ends (see stream.Source).
-func (o *Outbox[T]) RecvRespectsContext() bool { return true }
+func (o *Source[T]) RecvRespectsContext() bool { return true }
 
 // Hold reports what held the relay back at its last read; the zero
-// OutboxHold when nothing did. It may be called at any time, from any
+// Hold when nothing did. It may be called at any time, from any
 // goroutine (a metrics scrape, a ticker that logs).
-func (o *Outbox[T]) Hold() OutboxHold {
+func (o *Source[T]) Hold() Hold {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.hold
@@ -238,11 +276,11 @@ func (o *Outbox[T]) Hold() OutboxHold {
 // setHold records what the last read found: committed rows held behind the
 // running transaction xmin, or nothing held. It returns whether xmin is a
 // holder not yet looked up.
-func (o *Outbox[T]) setHold(held bool, xmin uint64, now time.Time) (lookUp bool) {
+func (o *Source[T]) setHold(held bool, xmin uint64, now time.Time) (lookUp bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !held {
-		o.hold = OutboxHold{}
+		o.hold = Hold{}
 		return false
 	}
 	if o.hold.Since.IsZero() {
@@ -256,7 +294,7 @@ func (o *Outbox[T]) setHold(held bool, xmin uint64, now time.Time) (lookUp bool)
 }
 
 // setHolder records the backend of the holder xmin, if it still holds.
-func (o *Outbox[T]) setHolder(xmin uint64, pid int) {
+func (o *Source[T]) setHolder(xmin uint64, pid int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.hold.Tx == xmin {
@@ -264,24 +302,24 @@ func (o *Outbox[T]) setHolder(xmin uint64, pid int) {
 	}
 }
 
-// Deleting returns st wrapped so that the Outbox deletes the rows up to
+// Deleting returns st wrapped so that the Source deletes the rows up to
 // the cursor st holds, never beyond: after each Load and Save that
 // succeeded, the next read of a connection first deletes the rows at or
 // before that cursor. Give the wrapped Store to the Resumer (and the
-// unwrapped *Store to [Transactional], if you use it). Without Deleting
+// unwrapped postgres.Store to postgres.Transactional, if you use it). Without Deleting
 // nothing is deleted: a retention job of your own may delete the rows at or
 // before the stored cursor (docs/outbox.md).
-func (o *Outbox[T]) Deleting(st cursor.Store[OutboxCursor]) cursor.Store[OutboxCursor] {
+func (o *Source[T]) Deleting(st cursor.Store[Cursor]) cursor.Store[Cursor] {
 	return &deletingStore[T]{o: o, st: st}
 }
 
 // deletingStore is the Store Deleting returns.
 type deletingStore[T any] struct {
-	o  *Outbox[T]
-	st cursor.Store[OutboxCursor]
+	o  *Source[T]
+	st cursor.Store[Cursor]
 }
 
-func (d *deletingStore[T]) Load(ctx context.Context) (OutboxCursor, error) {
+func (d *deletingStore[T]) Load(ctx context.Context) (Cursor, error) {
 	c, err := d.st.Load(ctx)
 	if err == nil {
 		d.o.confirm(c)
@@ -289,7 +327,7 @@ func (d *deletingStore[T]) Load(ctx context.Context) (OutboxCursor, error) {
 	return c, err
 }
 
-func (d *deletingStore[T]) Save(ctx context.Context, c OutboxCursor) error {
+func (d *deletingStore[T]) Save(ctx context.Context, c Cursor) error {
 	err := d.st.Save(ctx, c)
 	if err == nil {
 		d.o.confirm(c)
@@ -305,25 +343,25 @@ func (d *deletingStore[T]) CommitsInHandler() bool {
 }
 
 // confirm records c as held by the Store: rows up to it may be deleted.
-func (o *Outbox[T]) confirm(c OutboxCursor) {
+func (o *Source[T]) confirm(c Cursor) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.deleting = true
-	if c.Compare(o.confirmed) > 0 || c.System != o.confirmed.System {
+	if Compare(c, o.confirmed) > 0 || c.System != o.confirmed.System {
 		o.confirmed = c
 	}
 }
 
 // toDelete returns the cursor up to which rows may be deleted, if any.
-func (o *Outbox[T]) toDelete() (OutboxCursor, bool) {
+func (o *Source[T]) toDelete() (Cursor, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.confirmed, o.deleting
 }
 
-// outboxSQL holds the statements of an Outbox, made by Open once the
+// queries holds the statements of a Source, made by Open once the
 // table's columns are known.
-type outboxSQL struct {
+type queries struct {
 	page  string // the rows after a cursor, of transactions older than any running
 	state string // the snapshot's xmin and xmax, and the largest xid of a visible row
 	del   string // the rows up to a cursor
@@ -331,24 +369,24 @@ type outboxSQL struct {
 
 // The statements that do not depend on the table's columns.
 const (
-	outboxColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+	columnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(pg_get_expr(d.adbin, d.adrelid), '')
 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
-	outboxSystemSQL = `SELECT system_identifier::text FROM pg_control_system()`
-	outboxHolderSQL = `SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE backend_xid = $1::text::xid LIMIT 1), 0)`
-	xidDefault      = "pg_current_xact_id()"
+	systemSQL  = `SELECT system_identifier::text FROM pg_control_system()`
+	holderSQL  = `SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE backend_xid = $1::text::xid LIMIT 1), 0)`
+	xidDefault = "pg_current_xact_id()"
 )
 
 // statements returns the statements for the table whose columns other
 // than xid are cols. The page's bound is materialized: computed once, a
 // parameter of the index scan on (xid, id).
-func (o *Outbox[T]) statements(cols []string) outboxSQL {
+func (o *Source[T]) statements(cols []string) queries {
 	t := pgx.Identifier(o.table).Sanitize()
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
 		quoted[i] = pgx.Identifier{c}.Sanitize()
 	}
-	return outboxSQL{
+	return queries{
 		page: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
 SELECT xid` + prefixComma(quoted) + ` FROM ` + t + `
 WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
@@ -369,7 +407,7 @@ func prefixComma(s []string) string {
 
 // createSQL returns the statements that create the table, its index and,
 // with trigger, the notifying function and trigger.
-func (o *Outbox[T]) createSQL(trigger bool) []string {
+func (o *Source[T]) createSQL(trigger bool) []string {
 	t := pgx.Identifier(o.table).Sanitize()
 	cols := "id bigserial PRIMARY KEY, xid xid8 NOT NULL DEFAULT " + xidDefault
 	if strings.TrimSpace(o.set.columns) != "" {
@@ -383,7 +421,7 @@ func (o *Outbox[T]) createSQL(trigger bool) []string {
 
 // companionSQL returns the statements that make the table's index on
 // (xid, id) and, with trigger, the notifying function and trigger.
-func (o *Outbox[T]) companionSQL(trigger bool) []string {
+func (o *Source[T]) companionSQL(trigger bool) []string {
 	t := pgx.Identifier(o.table).Sanitize()
 	last := o.table[len(o.table)-1]
 	fn := pgx.Identifier{"resumable_outbox_notify"}
@@ -404,7 +442,7 @@ func (o *Outbox[T]) companionSQL(trigger bool) []string {
 // migrationSQL returns the script that gives an existing table the xid
 // column and what WithCreate adds beside it: the index and (with a
 // channel) the trigger, which writers that PREPARE must leave out.
-func (o *Outbox[T]) migrationSQL() string {
+func (o *Source[T]) migrationSQL() string {
 	sql := append([]string{"ALTER TABLE " + pgx.Identifier(o.table).Sanitize() + " ADD COLUMN xid xid8 NOT NULL DEFAULT " + xidDefault},
 		o.companionSQL(o.set.channel != "")...)
 	return strings.Join(sql, ";\n") + ";"
@@ -423,33 +461,33 @@ func truncate(s string, n int) string {
 // (xid, id) order, waiting for more when it has delivered all: it never
 // ends by itself. It connects, checks the table (creating it with
 // [WithCreate]) and LISTENs. A table that does not have the columns the
-// Outbox needs is an error marked [errclass.Permanent] that says what to
+// Source needs is an error marked [errclass.Permanent] that says what to
 // change. A cursor from another server (its System is not this server's
 // system identifier, or its Tx was never assigned here: a restored or
 // recreated database) is an error matching [stream.ErrSourceChanged]. A
 // table holding rows of transactions the server has not assigned yet (a
 // dump of another cluster) is a permanent error saying how to renumber
 // them.
-func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[OutboxEvent[T]], error) {
-	c := &outboxConn[T]{src: o, after: after, batch: make([]OutboxEvent[T], 0, o.set.batch)}
+func (o *Source[T]) Open(ctx context.Context, after Cursor) (stream.Conn[Event[T]], error) {
+	c := &conn[T]{src: o, after: after, batch: make([]Event[T], 0, o.set.batch)}
 	pool := o.pool.Config()
 	cfg := pool.ConnConfig.Copy()
 	cfg.OnNotification = c.notified
 	pg, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: connecting: %w", o.name, err)
+		return nil, fmt.Errorf("outbox: table %s: connecting: %w", o.name, err)
 	}
 	// xid8 in binary, as int8 is: its 8 bytes are the id (xid8send).
 	pg.TypeMap().RegisterType(&pgtype.Type{Name: "xid8", OID: pgtype.XID8OID, Codec: pgtype.Int8Codec{}})
 	if pool.AfterConnect != nil {
 		if err := pool.AfterConnect(ctx, pg); err != nil {
-			closeConn(pg)
-			return nil, fmt.Errorf("postgres: outbox %s: the pool's AfterConnect: %w", o.name, err)
+			pgsql.CloseConn(pg)
+			return nil, fmt.Errorf("outbox: table %s: the pool's AfterConnect: %w", o.name, err)
 		}
 	}
 	c.pg = pg
 	if err := c.setUp(ctx); err != nil {
-		closeConn(pg)
+		pgsql.CloseConn(pg)
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -457,7 +495,7 @@ func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[O
 }
 
 // setUp checks the table and the cursor's identity and LISTENs.
-func (c *outboxConn[T]) setUp(ctx context.Context) error {
+func (c *conn[T]) setUp(ctx context.Context) error {
 	o := c.src
 	cols, err := o.columns(ctx, c.pg)
 	if err != nil {
@@ -467,14 +505,14 @@ func (c *outboxConn[T]) setUp(ctx context.Context) error {
 	c.idAt = ownColumns + slices.Index(cols, "id")
 	c.system, err = system(ctx, c.pg)
 	if err != nil {
-		return fmt.Errorf("postgres: outbox %s: reading the system identifier: %w", o.name, err)
+		return fmt.Errorf("outbox: table %s: reading the system identifier: %w", o.name, err)
 	}
 	if _, _, _, err := c.state(ctx); err != nil {
 		return err
 	}
 	if o.set.channel != "" {
 		if _, err := c.pg.Exec(ctx, "LISTEN "+pgx.Identifier{o.set.channel}.Sanitize()); err != nil {
-			return fmt.Errorf("postgres: outbox %s: LISTEN %s: %w", o.name, o.set.channel, err)
+			return fmt.Errorf("outbox: table %s: LISTEN %s: %w", o.name, o.set.channel, err)
 		}
 	}
 	return nil
@@ -482,12 +520,12 @@ func (c *outboxConn[T]) setUp(ctx context.Context) error {
 
 // identity reports an error matching stream.ErrSourceChanged when cursor
 // after cannot come from this server, whose next transaction id is next.
-func (c *outboxConn[T]) identity(after OutboxCursor, next uint64) error {
+func (c *conn[T]) identity(after Cursor, next uint64) error {
 	switch {
 	case after.System != "" && c.system != "" && after.System != c.system:
-		return fmt.Errorf("postgres: outbox %s: system identifier: was %s, now %s (cursor %v): %w", c.src.name, after.System, c.system, after, stream.ErrSourceChanged)
+		return fmt.Errorf("outbox: table %s: system identifier: was %s, now %s (cursor %v): %w", c.src.name, after.System, c.system, after, stream.ErrSourceChanged)
 	case after.Tx >= next && after.Tx != 0:
-		return fmt.Errorf("postgres: outbox %s: transaction id: the cursor's %d was never assigned, the next is %d (cursor %v): %w", c.src.name, after.Tx, next, after, stream.ErrSourceChanged)
+		return fmt.Errorf("outbox: table %s: transaction id: the cursor's %d was never assigned, the next is %d (cursor %v): %w", c.src.name, after.Tx, next, after, stream.ErrSourceChanged)
 	}
 	return nil
 }
@@ -496,8 +534,8 @@ func (c *outboxConn[T]) identity(after OutboxCursor, next uint64) error {
 // not read it.
 func system(ctx context.Context, pg *pgx.Conn) (string, error) {
 	var id string
-	err := pg.QueryRow(ctx, outboxSystemSQL).Scan(&id)
-	if isCode(err, "42501") { // insufficient_privilege
+	err := pg.QueryRow(ctx, systemSQL).Scan(&id)
+	if pgsql.IsCode(err, "42501") { // insufficient_privilege
 		return "", nil
 	}
 	return id, err
@@ -505,23 +543,23 @@ func system(ctx context.Context, pg *pgx.Conn) (string, error) {
 
 // columns checks the table, creating it when missing and allowed, and
 // returns its columns other than xid.
-func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error) {
+func (o *Source[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error) {
 	t := pgx.Identifier(o.table).Sanitize()
 	var exists bool
 	if err := pg.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: looking it up: %w", o.name, err)
+		return nil, fmt.Errorf("outbox: table %s: looking it up: %w", o.name, err)
 	}
 	if !exists {
 		if !o.set.create {
-			return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s does not exist (WithCreate creates it)", o.name))
+			return nil, errclass.Permanent(fmt.Errorf("outbox: table %s does not exist (WithCreate creates it)", o.name))
 		}
 		if err := o.createTable(ctx, pg); err != nil {
 			return nil, err
 		}
 	}
-	rows, err := pg.Query(ctx, outboxColumnsSQL, t)
+	rows, err := pg.Query(ctx, columnsSQL, t)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
+		return nil, fmt.Errorf("outbox: table %s: reading its columns: %w", o.name, err)
 	}
 	var cols []string
 	var xidType, xidDef, idType string
@@ -529,7 +567,7 @@ func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error)
 		var name, typ, def string
 		if err := rows.Scan(&name, &typ, &def); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
+			return nil, fmt.Errorf("outbox: table %s: reading its columns: %w", o.name, err)
 		}
 		switch name {
 		case "xid":
@@ -541,16 +579,16 @@ func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error)
 		cols = append(cols, name)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
+		return nil, fmt.Errorf("outbox: table %s: reading its columns: %w", o.name, err)
 	}
 	switch {
 	case xidType == "":
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has no column xid; add it, its index and the trigger with:\n%s", o.name, o.migrationSQL()))
+		return nil, errclass.Permanent(fmt.Errorf("outbox: table %s has no column xid; add it, its index and the trigger with:\n%s", o.name, o.migrationSQL()))
 	case xidType != "xid8" || xidDef != xidDefault:
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s: column xid is %q DEFAULT %q, want xid8 NOT NULL DEFAULT %s (ALTER TABLE %s ADD COLUMN xid xid8 NOT NULL DEFAULT %s, and an index on (xid, id))",
+		return nil, errclass.Permanent(fmt.Errorf("outbox: table %s: column xid is %q DEFAULT %q, want xid8 NOT NULL DEFAULT %s (ALTER TABLE %s ADD COLUMN xid xid8 NOT NULL DEFAULT %s, and an index on (xid, id))",
 			o.name, xidType, xidDef, xidDefault, t, xidDefault))
 	case idType != "bigint" && idType != "integer":
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s: column id is %q, want bigint (bigserial)", o.name, idType))
+		return nil, errclass.Permanent(fmt.Errorf("outbox: table %s: column id is %q, want bigint (bigserial)", o.name, idType))
 	}
 	return cols, nil
 }
@@ -558,7 +596,7 @@ func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error)
 // createTable runs createSQL in one transaction: with the trigger when a
 // channel is set and the server admits no prepared transaction (a
 // transaction that notified cannot be PREPAREd).
-func (o *Outbox[T]) createTable(ctx context.Context, pg *pgx.Conn) error {
+func (o *Source[T]) createTable(ctx context.Context, pg *pgx.Conn) error {
 	err := pgx.BeginFunc(ctx, pg, func(tx pgx.Tx) error {
 		var prepared int
 		if err := tx.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&prepared); err != nil {
@@ -571,24 +609,17 @@ func (o *Outbox[T]) createTable(ctx context.Context, pg *pgx.Conn) error {
 		}
 		return nil
 	})
-	if isCode(err, "42501") {
-		return errclass.Permanent(fmt.Errorf("postgres: outbox table %s does not exist and creating it was refused: %w", o.name, err))
+	if pgsql.IsCode(err, "42501") {
+		return errclass.Permanent(fmt.Errorf("outbox: table %s does not exist and creating it was refused: %w", o.name, err))
 	}
 	if err != nil {
-		return fmt.Errorf("postgres: creating outbox table %s: %w", o.name, err)
+		return fmt.Errorf("outbox: table %s: creating it: %w", o.name, err)
 	}
 	return nil
 }
 
-// closeConn closes pg within rollbackTimeout.
-func closeConn(pg *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-	defer cancel()
-	pg.Close(ctx)
-}
-
-// invalidf returns an error matching ErrInvalid (and so
-// stream.ErrInvalidOption), as the Store's constructor does.
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+// invalid returns the error of a bad argument arg of where, given value:
+// it matches stream.ErrInvalidOption and postgres.ErrInvalid.
+func invalid(where, arg string, value any, why string) error {
+	return &badarg.Error{Where: "outbox: " + where, Arg: arg, Value: value, Why: why, Mark: pgerr.ErrInvalid}
 }

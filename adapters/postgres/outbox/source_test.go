@@ -1,4 +1,4 @@
-package postgres_test
+package outbox_test
 
 import (
 	"context"
@@ -12,9 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
+	"github.com/resumable-go/resumable/adapters/postgres/outbox"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -24,14 +25,14 @@ type msg struct {
 	Payload string
 }
 
-type msgEvent = postgres.OutboxEvent[msg]
+type msgEvent = outbox.Event[msg]
 
 // newOutbox returns an Outbox over the table outbox of pool's database,
 // created by its first Open.
-func newOutbox(t testing.TB, pool *pgxpool.Pool, opts ...postgres.OutboxOption) *postgres.Outbox[msg] {
+func newOutbox(t testing.TB, pool *pgxpool.Pool, opts ...outbox.Option) *outbox.Source[msg] {
 	t.Helper()
-	opts = append([]postgres.OutboxOption{postgres.WithCreate("payload text NOT NULL")}, opts...)
-	o, err := postgres.NewOutbox(pool, "outbox", pgx.RowToStructByName[msg], opts...)
+	opts = append([]outbox.Option{outbox.WithCreate("payload text NOT NULL")}, opts...)
+	o, err := outbox.NewSource(pool, "outbox", pgx.RowToStructByName[msg], opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func newOutbox(t testing.TB, pool *pgxpool.Pool, opts ...postgres.OutboxOption) 
 }
 
 // openOutbox opens a connection of o after after, closed when t ends.
-func openOutbox(t testing.TB, o *postgres.Outbox[msg], after postgres.OutboxCursor) stream.Conn[msgEvent] {
+func openOutbox(t testing.TB, o *outbox.Source[msg], after outbox.Cursor) stream.Conn[msgEvent] {
 	t.Helper()
 	c, err := o.Open(pgtest.Ctx(t), after)
 	if err != nil {
@@ -95,7 +96,7 @@ func commit(t testing.TB, tx pgx.Tx) {
 }
 
 // awaitHold polls o.Hold until it names a holder, within deadline.
-func awaitHold(t testing.TB, o *postgres.Outbox[msg]) postgres.OutboxHold {
+func awaitHold(t testing.TB, o *outbox.Source[msg]) outbox.Hold {
 	t.Helper()
 	ctx := pgtest.Ctx(t)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -135,9 +136,9 @@ func recvAsync(t testing.TB, c stream.Conn[msgEvent], n int) <-chan []msgEvent {
 // later row back until the earlier one committed, reports the hold, and
 // then delivers both in transaction order.
 func TestOutboxOutOfOrderCommit(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithPollInterval(10*time.Minute))
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithPollInterval(10*time.Minute))
+	c := openOutbox(t, o, outbox.Cursor{})
 
 	first := begin(t, pool, "first")   // takes id 1 and the smaller xid
 	second := begin(t, pool, "second") // takes id 2
@@ -167,7 +168,7 @@ func TestOutboxOutOfOrderCommit(t *testing.T) {
 	if evs[0].Cursor.Compare(evs[1].Cursor) >= 0 {
 		t.Errorf("cursors %v, %v not increasing", evs[0].Cursor, evs[1].Cursor)
 	}
-	if h := o.Hold(); h != (postgres.OutboxHold{}) {
+	if h := o.Hold(); h != (outbox.Hold{}) {
 		t.Errorf("Hold() after the commit = %+v, want none", h)
 	}
 }
@@ -176,9 +177,9 @@ func TestOutboxOutOfOrderCommit(t *testing.T) {
 // behind a transaction that rolls back (which notifies nobody) is read by
 // the re-reads while held.
 func TestOutboxRollback(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithPollInterval(10*time.Minute))
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithPollInterval(10*time.Minute))
+	c := openOutbox(t, o, outbox.Cursor{})
 	aborted := begin(t, pool, "aborted")
 	commit(t, begin(t, pool, "kept"))
 	got := recvAsync(t, c, 1)
@@ -194,9 +195,9 @@ func TestOutboxRollback(t *testing.T) {
 // TestOutboxNotifyWakes: with a poll interval longer than the test's
 // deadline, only the trigger's notification can deliver the row.
 func TestOutboxNotifyWakes(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithPollInterval(time.Hour))
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithPollInterval(time.Hour))
+	c := openOutbox(t, o, outbox.Cursor{})
 	got := recvAsync(t, c, 3)
 	for _, p := range []string{"a", "b", "c"} {
 		commit(t, begin(t, pool, p))
@@ -208,9 +209,9 @@ func TestOutboxNotifyWakes(t *testing.T) {
 
 // TestOutboxPollsWithoutListen: WithNotify("") reads at the poll interval.
 func TestOutboxPollsWithoutListen(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithNotify(""), postgres.WithPollInterval(20*time.Millisecond))
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithNotify(""), outbox.WithPollInterval(20*time.Millisecond))
+	c := openOutbox(t, o, outbox.Cursor{})
 	got := recvAsync(t, c, 2)
 	commit(t, begin(t, pool, "a"))
 	commit(t, begin(t, pool, "b"))
@@ -223,9 +224,9 @@ func TestOutboxPollsWithoutListen(t *testing.T) {
 // starts with the next row, inside a transaction too; pages smaller than
 // the backlog lose nothing.
 func TestOutboxResumesAfterCursor(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithBatchSize(2))
-	openOutbox(t, o, postgres.OutboxCursor{}) // creates the table
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithBatchSize(2))
+	openOutbox(t, o, outbox.Cursor{}) // creates the table
 	tx := begin(t, pool, "1")
 	for _, p := range []string{"2", "3"} {
 		if _, err := tx.Exec(pgtest.Ctx(t), "INSERT INTO outbox (payload) VALUES ($1)", p); err != nil {
@@ -235,7 +236,7 @@ func TestOutboxResumesAfterCursor(t *testing.T) {
 	commit(t, tx)
 	commit(t, begin(t, pool, "4"))
 	commit(t, begin(t, pool, "5"))
-	all := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 5)
+	all := recvN(t, openOutbox(t, o, outbox.Cursor{}), 5)
 	if fmt.Sprint(payloads(all)) != "[1 2 3 4 5]" {
 		t.Fatalf("rows = %v, want [1 2 3 4 5]", payloads(all))
 	}
@@ -248,10 +249,10 @@ func TestOutboxResumesAfterCursor(t *testing.T) {
 // TestOutboxCloseAndCancel: Close ends a pending Recv; so does the end of
 // Recv's context, with an error matching it.
 func TestOutboxCloseAndCancel(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
-	o := newOutbox(t, pool, postgres.WithPollInterval(time.Hour))
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool, outbox.WithPollInterval(time.Hour))
 
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	c := openOutbox(t, o, outbox.Cursor{})
 	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
 	done := make(chan error, 1)
 	go func() {
@@ -263,7 +264,7 @@ func TestOutboxCloseAndCancel(t *testing.T) {
 		t.Errorf("Recv() after cancel = %v, want context.Canceled", err)
 	}
 
-	c = openOutbox(t, o, postgres.OutboxCursor{})
+	c = openOutbox(t, o, outbox.Cursor{})
 	go func() {
 		_, err := c.Recv(pgtest.Ctx(t))
 		done <- err
@@ -283,19 +284,19 @@ func TestOutboxCloseAndCancel(t *testing.T) {
 // transaction this server never assigned (a restored database), is
 // stream.ErrSourceChanged, marked Expired; a cursor of this server is not.
 func TestOutboxSourceChanged(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
-	openOutbox(t, o, postgres.OutboxCursor{})
+	openOutbox(t, o, outbox.Cursor{})
 	commit(t, begin(t, pool, "a"))
-	row := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1)[0]
+	row := recvN(t, openOutbox(t, o, outbox.Cursor{}), 1)[0]
 	openOutbox(t, o, row.Cursor) // the server's own cursor
 
 	for _, tc := range []struct {
 		name  string
-		after postgres.OutboxCursor
+		after outbox.Cursor
 	}{
-		{name: "another system", after: postgres.OutboxCursor{Tx: row.Cursor.Tx, Seq: 1, System: "1"}},
-		{name: "a transaction never assigned", after: postgres.OutboxCursor{Tx: row.Cursor.Tx + 1_000_000, Seq: 1, System: row.Cursor.System}},
+		{name: "another system", after: outbox.Cursor{Tx: row.Cursor.Tx, Seq: 1, System: "1"}},
+		{name: "a transaction never assigned", after: outbox.Cursor{Tx: row.Cursor.Tx + 1_000_000, Seq: 1, System: row.Cursor.System}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := o.Open(pgtest.Ctx(t), tc.after)
@@ -315,11 +316,11 @@ func TestOutboxSourceChanged(t *testing.T) {
 // it has passed.
 func TestOutboxServerWiped(t *testing.T) {
 	srv := pgtest.Start(t, pgtest.Options{})
-	pool, _ := newPool(t, srv.DSN())
+	pool := newPool(t, srv.DSN())
 	o := newOutbox(t, pool)
-	openOutbox(t, o, postgres.OutboxCursor{})
+	openOutbox(t, o, outbox.Cursor{})
 	commit(t, begin(t, pool, "a"))
-	row := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1)[0]
+	row := recvN(t, openOutbox(t, o, outbox.Cursor{}), 1)[0]
 	pool.Reset()
 	if err := srv.Wipe(); err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func TestOutboxServerWiped(t *testing.T) {
 	}
 	// A cursor without the system identifier is still refused: its
 	// transaction id is beyond the new cluster's.
-	c, err = o.Open(pgtest.Ctx(t), postgres.OutboxCursor{Tx: row.Cursor.Tx, Seq: row.Cursor.Seq})
+	c, err = o.Open(pgtest.Ctx(t), outbox.Cursor{Tx: row.Cursor.Tx, Seq: row.Cursor.Seq})
 	if err == nil {
 		c.Close()
 	}
@@ -345,7 +346,7 @@ func TestOutboxServerWiped(t *testing.T) {
 // TestOutboxTable: a missing table without WithCreate, and a table
 // without the xid column, are permanent errors that say what to do.
 func TestOutboxTable(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE plain (id bigserial PRIMARY KEY, payload text NOT NULL)")
 	for _, tc := range []struct {
 		name, table, want string
@@ -354,11 +355,11 @@ func TestOutboxTable(t *testing.T) {
 		{name: "no xid column", table: "plain", want: "ADD COLUMN xid xid8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := postgres.NewOutbox(pool, tc.table, pgx.RowToStructByName[msg])
+			o, err := outbox.NewSource(pool, tc.table, pgx.RowToStructByName[msg])
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
+			c, err := o.Open(pgtest.Ctx(t), outbox.Cursor{})
 			if err == nil {
 				c.Close()
 			}
@@ -369,48 +370,17 @@ func TestOutboxTable(t *testing.T) {
 	}
 }
 
-func TestNewOutboxInvalid(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	scan := pgx.RowToStructByName[msg]
-	for _, tc := range []struct {
-		name  string
-		pool  *pgxpool.Pool
-		table string
-		scan  pgx.RowToFunc[msg]
-		opts  []postgres.OutboxOption
-	}{
-		{name: "nil pool", table: "t", scan: scan},
-		{name: "nil scan", pool: pool, table: "t"},
-		{name: "bad table", pool: pool, table: "a.b.c", scan: scan},
-		{name: "empty table", pool: pool, table: "", scan: scan},
-		{name: "bad channel", pool: pool, table: "t", scan: scan, opts: []postgres.OutboxOption{postgres.WithNotify("no-dash")}},
-		{name: "zero poll", pool: pool, table: "t", scan: scan, opts: []postgres.OutboxOption{postgres.WithPollInterval(0)}},
-		{name: "zero batch", pool: pool, table: "t", scan: scan, opts: []postgres.OutboxOption{postgres.WithBatchSize(0)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o, err := postgres.NewOutbox(tc.pool, tc.table, tc.scan, tc.opts...)
-			if o != nil || !errors.Is(err, postgres.ErrInvalid) || !errors.Is(err, stream.ErrInvalidOption) {
-				t.Fatalf("NewOutbox() = %v, %v; want an error matching ErrInvalid and stream.ErrInvalidOption", o, err)
-			}
-		})
-	}
-}
-
 // TestOutboxDeleting: a Deleting store lets the Outbox delete the rows up
 // to the stored cursor, never beyond.
 func TestOutboxDeleting(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
-	openOutbox(t, o, postgres.OutboxCursor{})
+	openOutbox(t, o, outbox.Cursor{})
 	for _, p := range []string{"1", "2", "3", "4"} {
 		commit(t, begin(t, pool, p))
 	}
-	store := o.Deleting(cursor.NewMemory(postgres.OutboxCursor{}))
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	store := o.Deleting(cursor.NewMemory(outbox.Cursor{}))
+	c := openOutbox(t, o, outbox.Cursor{})
 	evs := recvN(t, c, 4) // one page: nothing stored, nothing deleted
 	if err := store.Save(pgtest.Ctx(t), evs[1].Cursor); err != nil {
 		t.Fatal(err)
@@ -430,7 +400,7 @@ func TestOutboxDeleting(t *testing.T) {
 	}
 
 	// A stored cursor of another server deletes nothing here.
-	other := postgres.OutboxCursor{Tx: evs[3].Cursor.Tx + 100, Seq: 1 << 40, System: "another"}
+	other := outbox.Cursor{Tx: evs[3].Cursor.Tx + 100, Seq: 1 << 40, System: "another"}
 	if err := store.Save(pgtest.Ctx(t), other); err != nil {
 		t.Fatal(err)
 	}
@@ -449,10 +419,10 @@ func TestOutboxDeleting(t *testing.T) {
 // database with Transactional, stopping the stream several times: every
 // row's effect exists exactly once.
 func TestOutboxTransactional(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE effects (seq bigint NOT NULL)")
-	o := newOutbox(t, pool, postgres.WithBatchSize(7))
-	openOutbox(t, o, postgres.OutboxCursor{})
+	o := newOutbox(t, pool, outbox.WithBatchSize(7))
+	openOutbox(t, o, outbox.Cursor{})
 	const rows = 60
 	for i := 1; i <= rows; i++ {
 		commit(t, begin(t, pool, fmt.Sprint(i)))
@@ -462,15 +432,15 @@ func TestOutboxTransactional(t *testing.T) {
 		if round > rows {
 			t.Fatalf("no progress: %d rows handled", handled)
 		}
-		store, err := postgres.NewStore(pool, "relay", cursor.JSON[postgres.OutboxCursor](), postgres.OutboxCursor{})
+		store, err := postgres.NewStore(pool, "relay", cursor.JSON[outbox.Cursor](), outbox.Cursor{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := stream.New(o, postgres.ExtractOutbox[msg], o.Deleting(store), stream.WithCursorOrder(postgres.OutboxCursor.Compare))
+		r, err := stream.New(o, outbox.Extract[msg], o.Deleting(store), stream.WithCursorOrder(outbox.Compare))
 		if err != nil {
 			t.Fatal(err)
 		}
-		handle := postgres.Transactional(store, postgres.ExtractOutbox[msg], func(ctx context.Context, tx pgx.Tx, ev msgEvent) error {
+		handle := postgres.Transactional(store, outbox.Extract[msg], func(ctx context.Context, tx pgx.Tx, ev msgEvent) error {
 			_, err := tx.Exec(ctx, "INSERT INTO effects (seq) VALUES ($1)", ev.Row.ID)
 			return err
 		})
@@ -501,19 +471,19 @@ func TestOutboxTransactional(t *testing.T) {
 // table relays it, holds included: no replication, no superuser.
 func TestOutboxSelectOnly(t *testing.T) {
 	dsn := pgtest.NewDB(t)
-	pool, _ := newPool(t, dsn)
-	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
+	pool := newPool(t, dsn)
+	openOutbox(t, newOutbox(t, pool), outbox.Cursor{}) // creates the table
 	role := fmt.Sprintf("relay_%d", time.Now().UnixNano())
 	execSQL(t, pool, "CREATE ROLE "+role+" LOGIN", "GRANT SELECT ON outbox TO "+role)
 	t.Cleanup(func() {
 		pgtest.Shared(t).Exec(context.Background(), "DROP OWNED BY "+role, "DROP ROLE "+role)
 	})
-	relayPool, _ := newPool(t, strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1))
-	o, err := postgres.NewOutbox(relayPool, "outbox", pgx.RowToStructByName[msg], postgres.WithPollInterval(time.Hour))
+	relayPool := newPool(t, strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1))
+	o, err := outbox.NewSource(relayPool, "outbox", pgx.RowToStructByName[msg], outbox.WithPollInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	c := openOutbox(t, o, outbox.Cursor{})
 	open := begin(t, pool, "first")
 	commit(t, begin(t, pool, "second"))
 	got := recvAsync(t, c, 2)
@@ -533,11 +503,11 @@ func TestOutboxSelectOnly(t *testing.T) {
 // stop the relay with a permanent error that says how to fix the table,
 // instead of waiting for them forever.
 func TestOutboxRowsFromAnotherCluster(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	o := newOutbox(t, pool)
-	openOutbox(t, o, postgres.OutboxCursor{})
+	openOutbox(t, o, outbox.Cursor{})
 	execSQL(t, pool, "INSERT INTO outbox (xid, payload) VALUES ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8, 'restored')")
-	c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
+	c, err := o.Open(pgtest.Ctx(t), outbox.Cursor{})
 	if err == nil {
 		c.Close()
 	}
@@ -545,7 +515,7 @@ func TestOutboxRowsFromAnotherCluster(t *testing.T) {
 		t.Fatalf("Open() = %v, want a permanent error saying how to renumber the rows", err)
 	}
 	execSQL(t, pool, "UPDATE outbox SET xid = pg_current_xact_id()")
-	if evs := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1); evs[0].Row.Payload != "restored" {
+	if evs := recvN(t, openOutbox(t, o, outbox.Cursor{}), 1); evs[0].Row.Payload != "restored" {
 		t.Fatalf("after the UPDATE: %+v, want the restored row", evs[0])
 	}
 }
@@ -554,13 +524,13 @@ func TestOutboxRowsFromAnotherCluster(t *testing.T) {
 // AfterConnect included (here: the search_path that finds the table).
 func TestOutboxAfterConnect(t *testing.T) {
 	dsn := pgtest.NewDB(t)
-	pool, _ := newPool(t, dsn)
+	pool := newPool(t, dsn)
 	execSQL(t, pool, "CREATE SCHEMA app")
-	o, err := postgres.NewOutbox(pool, "app.outbox", pgx.RowToStructByName[msg], postgres.WithCreate("payload text NOT NULL"))
+	o, err := outbox.NewSource(pool, "app.outbox", pgx.RowToStructByName[msg], outbox.WithCreate("payload text NOT NULL"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	openOutbox(t, o, postgres.OutboxCursor{})
+	openOutbox(t, o, outbox.Cursor{})
 	execSQL(t, pool, "INSERT INTO app.outbox (payload) VALUES ('in app')")
 
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -576,11 +546,11 @@ func TestOutboxAfterConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(appPool.Close)
-	o, err = postgres.NewOutbox(appPool, "outbox", pgx.RowToStructByName[msg])
+	o, err = outbox.NewSource(appPool, "outbox", pgx.RowToStructByName[msg])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if evs := recvN(t, openOutbox(t, o, postgres.OutboxCursor{}), 1); evs[0].Row.Payload != "in app" {
+	if evs := recvN(t, openOutbox(t, o, outbox.Cursor{}), 1); evs[0].Row.Payload != "in app" {
 		t.Fatalf("row = %+v, want the row of app.outbox", evs[0])
 	}
 }
@@ -588,7 +558,7 @@ func TestOutboxAfterConnect(t *testing.T) {
 // TestOutboxIntegerID: a table of your own whose id is a serial (int4)
 // and whose xid column was added later works as one the Outbox made.
 func TestOutboxIntegerID(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool,
 		"CREATE TABLE events (id serial PRIMARY KEY, topic text NOT NULL, payload text NOT NULL)",
 		"INSERT INTO events (topic, payload) VALUES ('t', 'before')",
@@ -600,11 +570,11 @@ func TestOutboxIntegerID(t *testing.T) {
 		Topic   string
 		Payload string
 	}
-	o, err := postgres.NewOutbox(pool, "events", pgx.RowToStructByName[event], postgres.WithNotify("events"))
+	o, err := outbox.NewSource(pool, "events", pgx.RowToStructByName[event], outbox.WithNotify("events"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
+	c, err := o.Open(pgtest.Ctx(t), outbox.Cursor{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,9 +595,9 @@ func TestOutboxIntegerID(t *testing.T) {
 // notified could not: 0A000), and the Outbox still delivers its row.
 func TestOutboxPreparedWriter(t *testing.T) {
 	srv := pgtest.Start(t, pgtest.Options{Settings: map[string]string{"max_prepared_transactions": "4"}})
-	pool, _ := newPool(t, srv.DSN())
-	o := newOutbox(t, pool, postgres.WithPollInterval(20*time.Millisecond))
-	c := openOutbox(t, o, postgres.OutboxCursor{}) // creates the table
+	pool := newPool(t, srv.DSN())
+	o := newOutbox(t, pool, outbox.WithPollInterval(20*time.Millisecond))
+	c := openOutbox(t, o, outbox.Cursor{}) // creates the table
 	conn, err := pool.Acquire(pgtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -647,20 +617,20 @@ func TestOutboxPreparedWriter(t *testing.T) {
 // column prints the migration, which, run as printed, makes the table one
 // the Outbox reads.
 func TestOutboxMigration(t *testing.T) {
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE outbox (id bigserial PRIMARY KEY, payload text NOT NULL)", "INSERT INTO outbox (payload) VALUES ('old')")
-	o, err := postgres.NewOutbox(pool, "outbox", pgx.RowToStructByName[msg], postgres.WithPollInterval(20*time.Millisecond))
+	o, err := outbox.NewSource(pool, "outbox", pgx.RowToStructByName[msg], outbox.WithPollInterval(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = o.Open(pgtest.Ctx(t), postgres.OutboxCursor{})
+	_, err = o.Open(pgtest.Ctx(t), outbox.Cursor{})
 	_, script, ok := strings.Cut(fmt.Sprint(err), ":\n")
 	if !ok || errclass.Default().Classify(err).Action != errclass.Fail || !strings.Contains(script, "CREATE TRIGGER") {
 		t.Fatalf("Open() = %v, want a permanent error printing the migration", err)
 	}
 	t.Logf("Open() = %v", err)
 	execSQL(t, pool, script)
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	c := openOutbox(t, o, outbox.Cursor{})
 	commit(t, begin(t, pool, "new"))
 	if got := payloads(recvN(t, c, 2)); fmt.Sprint(got) != "[old new]" {
 		t.Fatalf("rows %v, want [old new]", got)
