@@ -636,3 +636,43 @@ func TestOutboxMigration(t *testing.T) {
 		t.Fatalf("rows %v, want [old new]", got)
 	}
 }
+
+// TestNewResumer: the Resumer NewResumer wires relays the rows in
+// transaction order through the Store given (the row of the transaction
+// that began first, committed last, comes first), and resumes after the
+// cursor that Store holds.
+func TestNewResumer(t *testing.T) {
+	pool := newPool(t, pgtest.NewDB(t))
+	o := newOutbox(t, pool)
+	openOutbox(t, o, outbox.Cursor{}) // creates the table
+	first := begin(t, pool, "first")
+	commit(t, begin(t, pool, "second"))
+	commit(t, first)
+	commit(t, begin(t, pool, "third"))
+	store := cursor.NewMemory(outbox.Cursor{})
+	run := func(n int) []string {
+		t.Helper()
+		r, err := outbox.NewResumer(o, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		err = r.Run(pgtest.Ctx(t), func(_ context.Context, ev outbox.Event[msg]) error {
+			got = append(got, ev.Row.Payload)
+			if len(got) == n {
+				return stream.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v, want nil after ErrStop", err)
+		}
+		return got
+	}
+	if got := run(2); fmt.Sprint(got) != "[first second]" {
+		t.Fatalf("first run handled %v, want [first second]", got)
+	}
+	if got := run(1); fmt.Sprint(got) != "[third]" {
+		t.Fatalf("second run handled %v, want [third]", got)
+	}
+}
