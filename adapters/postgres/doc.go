@@ -34,9 +34,12 @@
 // [TransactionalBatch] is Transactional for stream.Resumer.RunBatch: a
 // batch's effects and its last cursor in one transaction.
 //
-// [NewOutbox] reads an outbox table as a gap-free stream.Source with
-// nothing but SELECT: rows by transaction visibility, never by id alone, so
-// a row committed out of id order is never skipped (docs/outbox.md).
+// Package [github.com/resumable-go/resumable/adapters/postgres/outbox]
+// reads an outbox table as a gap-free stream.Source with nothing but
+// SELECT: rows by transaction visibility, never by id alone, so a row
+// committed out of id order is never skipped (docs/outbox.md). The outbox
+// names of this package ([NewOutbox], [Outbox], [OutboxCursor], ...) are
+// deprecated aliases of that package's.
 //
 // Logical replication (reading a publication as a stream.Source) is
 // package [github.com/resumable-go/resumable/adapters/postgres/cdc].

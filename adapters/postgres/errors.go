@@ -16,6 +16,6 @@ import (
 var ErrCursorChanged = errors.New("postgres: the cursor row changed under the store")
 
 // ErrInvalid is matched by the error the constructors return for a bad
-// argument or option. It is the same error as cdc.ErrInvalid, and matches
-// stream.ErrInvalidOption.
+// argument or option (of package outbox too). It is the same error as
+// cdc.ErrInvalid, and matches stream.ErrInvalidOption.
 var ErrInvalid = pgerr.ErrInvalid

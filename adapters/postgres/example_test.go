@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -73,6 +74,19 @@ func Example_resumer() {
 	if err != nil {
 		log.Fatal(err) // matches postgres.ErrCursorChanged when another process took over the stream
 	}
+}
+
+// ExampleNewStore shows what NewStore checks before any round trip: every
+// bad argument and option at once, each named.
+func ExampleNewStore() {
+	_, err := postgres.NewStore(nil, "", cursor.Int64(), 0, postgres.WithTable("app.orders.cursors"))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, postgres.ErrInvalid), errors.Is(err, stream.ErrInvalidOption))
+	// Output:
+	// postgres: NewStore: pool = nil: must not be nil
+	// postgres: NewStore: name = "": must not be empty
+	// postgres: WithTable: table = "app.orders.cursors": not a name or schema.name
+	// true true
 }
 
 func fetchOrders(context.Context, int64) ([]Order, error) { return nil, nil }

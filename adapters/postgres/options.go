@@ -1,12 +1,11 @@
 package postgres
 
 import (
-	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgsql"
 	"github.com/resumable-go/resumable/backoff"
 )
 
@@ -30,10 +29,6 @@ type storeOptionFunc func(*storeConfig)
 
 func (f storeOptionFunc) applyStore(c *storeConfig) { f(c) }
 
-// identifier is what WithTable accepts as one part of a name: an unquoted
-// SQL identifier, case kept (the name is quoted in every statement).
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
 // WithTable keeps the cursors in table instead of [DefaultTable]: a name,
 // or schema.name, each part a letter or underscore followed by up to 62
 // letters, digits or underscores. The name is quoted, so its case is kept.
@@ -41,40 +36,28 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // other name makes NewStore fail.
 func WithTable(table string) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
-		parts := splitTable(table)
+		parts := pgsql.SplitTable(table)
 		if parts == nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithTable(%q): not a name or schema.name", ErrInvalid, table))
+			c.errs = append(c.errs, invalid("WithTable", "table", table, "not a name or schema.name"))
 			return
 		}
 		c.table = parts
 	})
 }
 
-func splitTable(table string) []string {
-	var parts []string
-	start := 0
-	for i := 0; i <= len(table); i++ {
-		if i == len(table) || table[i] == '.' {
-			parts = append(parts, table[start:i])
-			start = i + 1
-		}
-	}
-	if len(parts) > 2 {
-		return nil
-	}
-	for _, p := range parts {
-		if !identifier.MatchString(p) {
-			return nil
-		}
-	}
-	return parts
-}
-
 // WithIsolation sets the isolation level of the transactions [Transactional]
 // runs (pgx.Serializable, pgx.RepeatableRead, ...). Default: the server's
-// default_transaction_isolation, usually read committed.
+// default_transaction_isolation, usually read committed. Another value
+// makes NewStore fail.
 func WithIsolation(level pgx.TxIsoLevel) StoreOption {
-	return storeOptionFunc(func(c *storeConfig) { c.iso = level })
+	return storeOptionFunc(func(c *storeConfig) {
+		switch level {
+		case "", pgx.Serializable, pgx.RepeatableRead, pgx.ReadCommitted, pgx.ReadUncommitted:
+			c.iso = level
+		default:
+			c.errs = append(c.errs, invalid("WithIsolation", "level", string(level), "not an isolation level"))
+		}
+	})
 }
 
 // WithTxRetry sets the delays between the attempts [Transactional] makes at

@@ -1,594 +1,73 @@
 package postgres
 
 import (
-	"cmp"
-	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/resumable-go/resumable/cursor"
-	"github.com/resumable-go/resumable/errclass"
-	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/adapters/postgres/outbox"
 )
 
-// Outbox is a [stream.Source] over an outbox table: the rows writers
-// insert in the transactions of their changes, relayed in the order of
-// those transactions, none ever skipped. Make one with [NewOutbox].
+// The outbox moved to its own package,
+// [github.com/resumable-go/resumable/adapters/postgres/outbox]; the names
+// below keep code written against this package working, and mean the
+// same as the new ones.
+
+// Outbox is [outbox.Source].
 //
-// Each row carries the id of the transaction that inserted it (a column
-// xid of type xid8, DEFAULT pg_current_xact_id()) beside its sequence (a
-// column id, bigserial). A connection reads only the rows of transactions
-// older than every transaction still running
-// (pg_snapshot_xmin(pg_current_snapshot())), in (xid, id) order: every
-// transaction that could still add a row has a larger xid than any row
-// read, so no row ever appears behind the cursor. A relay polling
-// id > last skips rows: ids are taken at insert, transactions commit in
-// another order. The price: a transaction that stays open, anywhere in the
-// cluster, holds the relay back until it ends ([Outbox.Hold] reports it).
-// See docs/outbox.md.
+// Deprecated: use [outbox.Source].
+type Outbox[T any] = outbox.Source[T]
+
+// OutboxCursor is [outbox.Cursor]; its Compare method is [outbox.Compare].
 //
-// An Outbox serves one stream at a time; each connection has a database
-// connection of its own (configured as the pool's, its AfterConnect run),
-// which LISTENs for the writers' notifications and polls at
-// [WithPollInterval] without them.
-type Outbox[T any] struct {
-	pool  *pgxpool.Pool
-	table []string
-	name  string // the table as given, for messages
-	scan  pgx.RowToFunc[T]
-	set   outboxSettings
+// Deprecated: use [outbox.Cursor].
+type OutboxCursor = outbox.Cursor
 
-	mu        sync.Mutex
-	hold      OutboxHold
-	confirmed OutboxCursor // the cursor a Deleting store holds
-	deleting  bool
-}
+// OutboxEvent is [outbox.Event].
+//
+// Deprecated: use [outbox.Event].
+type OutboxEvent[T any] = outbox.Event[T]
 
-var _ stream.Source[OutboxEvent[int], OutboxCursor] = (*Outbox[int])(nil)
+// OutboxHold is [outbox.Hold].
+//
+// Deprecated: use [outbox.Hold].
+type OutboxHold = outbox.Hold
 
-// OutboxCursor is a position in an outbox: after the row Seq of the
-// transaction Tx, on the server System. The zero OutboxCursor is before
-// every row. Use [OutboxCursor.Compare] with stream.WithCursorOrder, and
-// cursor.JSON to store it.
-type OutboxCursor struct {
-	// Tx is the xid8 of the transaction that inserted the row.
-	Tx uint64 `json:"tx"`
-	// Seq is the row's id.
-	Seq int64 `json:"seq"`
-	// System is the server's system identifier; empty until a row was read,
-	// or when the role may not read it (pg_control_system).
-	System string `json:"system,omitempty"`
-}
+// OutboxOption is [outbox.Option].
+//
+// Deprecated: use [outbox.Option].
+type OutboxOption = outbox.Option
 
-// Compare orders cursors by position, as cmp.Compare does: by Tx, then by
-// Seq; System is not compared.
-func (c OutboxCursor) Compare(d OutboxCursor) int {
-	if r := cmp.Compare(c.Tx, d.Tx); r != 0 {
-		return r
-	}
-	return cmp.Compare(c.Seq, d.Seq)
-}
+// ExtractOutbox is [outbox.Extract].
+//
+// Deprecated: use [outbox.Extract].
+func ExtractOutbox[T any](ev OutboxEvent[T]) (OutboxCursor, error) { return outbox.Extract(ev) }
 
-// String formats c as "tx 1234 id 56".
-func (c OutboxCursor) String() string {
-	return "tx " + strconv.FormatUint(c.Tx, 10) + " id " + strconv.FormatInt(c.Seq, 10)
-}
-
-// OutboxEvent is one row of an outbox: its position and the row as the
-// Outbox's scan function made it.
-type OutboxEvent[T any] struct {
-	Cursor OutboxCursor
-	Row    T
-}
-
-// ExtractOutbox is the [cursor.Extractor] of an [Outbox]'s events, for
-// stream.New and [Transactional].
-func ExtractOutbox[T any](ev OutboxEvent[T]) (OutboxCursor, error) { return ev.Cursor, nil }
-
-// OutboxHold says what holds an [Outbox] back: committed rows wait behind
-// the transaction Tx, still running since before they committed. The zero
-// OutboxHold means nothing does.
-type OutboxHold struct {
-	// Since is when the relay first found committed rows it may not read yet.
-	Since time.Time
-	// Tx is the oldest running transaction (the snapshot's xmin).
-	Tx uint64
-	// PID is the process id of Tx's backend (pg_stat_activity.pid); 0 when
-	// none is visible to the role: a prepared transaction, another user's
-	// session without pg_read_all_stats.
-	PID int
-}
-
-// OutboxOption configures [NewOutbox].
-type OutboxOption interface {
-	applyOutbox(*outboxSettings)
-}
-
-type outboxOption func(*outboxSettings)
-
-func (f outboxOption) applyOutbox(s *outboxSettings) { f(s) }
-
-// outboxSettings are what the OutboxOptions set.
-type outboxSettings struct {
-	columns string // WithCreate's
-	create  bool
-	channel string // "": no LISTEN
-	poll    time.Duration
-	batch   int
-	errs    []error
-}
-
-// Defaults of the OutboxOptions.
-const (
-	defaultOutboxPoll  = time.Second
-	defaultOutboxBatch = 500
-)
-
-// WithCreate makes an [Outbox] create its table when it is missing, with
-// the columns id bigserial PRIMARY KEY and xid xid8 NOT NULL DEFAULT
-// pg_current_xact_id(), then columns (SQL pasted into CREATE TABLE, e.g.
-// "payload text NOT NULL"), an index on (xid, id), and (unless
-// WithNotify("")) a trigger resumable_outbox_notify, with a function of
-// that name in the table's schema, that notifies the channel of
-// [WithNotify] after each INSERT statement. A writer then only inserts its
-// columns. A transaction that notified cannot be PREPAREd: on a server
-// that admits prepared transactions (max_prepared_transactions > 0) the
-// trigger is left out, and the Outbox polls unless the writers notify.
-// Without WithCreate a missing table is an error; so is a creation the
-// role may not make.
-func WithCreate(columns string) OutboxOption {
-	return outboxOption(func(s *outboxSettings) { s.columns, s.create = columns, true })
-}
-
-// WithNotify sets the channel an [Outbox] LISTENs on to learn that rows
-// were committed: the channel the trigger of [WithCreate] notifies, or one
-// the writers NOTIFY themselves. Default: the table's name (without its
-// schema). "" turns LISTEN off: the Outbox only polls. A channel that is
-// not a name as [WithTable] describes makes NewOutbox fail.
-func WithNotify(channel string) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
-		if channel != "" && !identifier.MatchString(channel) {
-			s.errs = append(s.errs, invalidf("WithNotify(%q): not a name", channel))
-			return
-		}
-		s.channel = channel
-	})
-}
-
-// WithPollInterval sets how long an [Outbox] connection waits for a
-// notification before it reads the table again anyway. While committed
-// rows are held back by an older transaction ([OutboxHold]) it reads again
-// sooner: after 20ms, doubling up to d. Default 1s; a d that is not
-// positive makes NewOutbox fail.
-func WithPollInterval(d time.Duration) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
-		if d <= 0 {
-			s.errs = append(s.errs, invalidf("WithPollInterval(%v): not positive", d))
-			return
-		}
-		s.poll = d
-	})
-}
-
-// WithBatchSize sets how many rows an [Outbox] reads in one query. Default
-// 500; n < 1 makes NewOutbox fail.
-func WithBatchSize(n int) OutboxOption {
-	return outboxOption(func(s *outboxSettings) {
-		if n < 1 {
-			s.errs = append(s.errs, invalidf("WithBatchSize(%d): below 1", n))
-			return
-		}
-		s.batch = n
-	})
-}
-
-// NewOutbox returns an [Outbox] over table (a name or schema.name, as
-// [WithTable] describes), whose rows scan makes into T from the table's
-// columns other than xid (pgx.RowToStructByName[T], for instance). It
-// makes no round trip: the table is checked (or created, [WithCreate]) by
-// each Open. It returns an error matching [ErrInvalid] for a nil pool or
-// scan, a bad table name or a bad option.
+// NewOutbox is [outbox.NewSource]: its errors match [ErrInvalid] as
+// before.
+//
+// Deprecated: use [outbox.NewSource].
 func NewOutbox[T any](pool *pgxpool.Pool, table string, scan pgx.RowToFunc[T], opts ...OutboxOption) (*Outbox[T], error) {
-	parts := splitTable(table)
-	set := outboxSettings{poll: defaultOutboxPoll, batch: defaultOutboxBatch}
-	if parts != nil {
-		set.channel = parts[len(parts)-1]
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyOutbox(&set)
-		}
-	}
-	switch {
-	case pool == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox: the pool is nil"))
-	case scan == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox: the scan function is nil"))
-	case parts == nil:
-		set.errs = append(set.errs, invalidf("NewOutbox(%q): not a name or schema.name", table))
-	}
-	if len(set.errs) > 0 {
-		return nil, errors.Join(set.errs...)
-	}
-	return &Outbox[T]{pool: pool, table: parts, name: table, scan: scan, set: set}, nil
+	return outbox.NewSource(pool, table, scan, opts...)
 }
 
-// RecvRespectsContext reports true: an Outbox connection's Recv ends when
-// its ctx ends (see stream.Source).
-func (o *Outbox[T]) RecvRespectsContext() bool { return true }
+// WithCreate is [outbox.WithCreate].
+//
+// Deprecated: use [outbox.WithCreate].
+func WithCreate(columns string) OutboxOption { return outbox.WithCreate(columns) }
 
-// Hold reports what held the relay back at its last read; the zero
-// OutboxHold when nothing did. It may be called at any time, from any
-// goroutine (a metrics scrape, a ticker that logs).
-func (o *Outbox[T]) Hold() OutboxHold {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.hold
-}
+// WithNotify is [outbox.WithNotify].
+//
+// Deprecated: use [outbox.WithNotify].
+func WithNotify(channel string) OutboxOption { return outbox.WithNotify(channel) }
 
-// setHold records what the last read found: committed rows held behind the
-// running transaction xmin, or nothing held. It returns whether xmin is a
-// holder not yet looked up.
-func (o *Outbox[T]) setHold(held bool, xmin uint64, now time.Time) (lookUp bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !held {
-		o.hold = OutboxHold{}
-		return false
-	}
-	if o.hold.Since.IsZero() {
-		o.hold.Since = now
-	}
-	if o.hold.Tx == xmin {
-		return false
-	}
-	o.hold.Tx, o.hold.PID = xmin, 0
-	return true
-}
+// WithPollInterval is [outbox.WithPollInterval].
+//
+// Deprecated: use [outbox.WithPollInterval].
+func WithPollInterval(d time.Duration) OutboxOption { return outbox.WithPollInterval(d) }
 
-// setHolder records the backend of the holder xmin, if it still holds.
-func (o *Outbox[T]) setHolder(xmin uint64, pid int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.hold.Tx == xmin {
-		o.hold.PID = pid
-	}
-}
-
-// Deleting returns st wrapped so that the Outbox deletes the rows up to
-// the cursor st holds, never beyond: after each Load and Save that
-// succeeded, the next read of a connection first deletes the rows at or
-// before that cursor. Give the wrapped Store to the Resumer (and the
-// unwrapped *Store to [Transactional], if you use it). Without Deleting
-// nothing is deleted: a retention job of your own may delete the rows at or
-// before the stored cursor (docs/outbox.md).
-func (o *Outbox[T]) Deleting(st cursor.Store[OutboxCursor]) cursor.Store[OutboxCursor] {
-	return &deletingStore[T]{o: o, st: st}
-}
-
-// deletingStore is the Store Deleting returns.
-type deletingStore[T any] struct {
-	o  *Outbox[T]
-	st cursor.Store[OutboxCursor]
-}
-
-func (d *deletingStore[T]) Load(ctx context.Context) (OutboxCursor, error) {
-	c, err := d.st.Load(ctx)
-	if err == nil {
-		d.o.confirm(c)
-	}
-	return c, err
-}
-
-func (d *deletingStore[T]) Save(ctx context.Context, c OutboxCursor) error {
-	err := d.st.Save(ctx, c)
-	if err == nil {
-		d.o.confirm(c)
-	}
-	return err
-}
-
-// CommitsInHandler passes on the wrapped Store's answer (see
-// [Store.CommitsInHandler]).
-func (d *deletingStore[T]) CommitsInHandler() bool {
-	h, ok := d.st.(interface{ CommitsInHandler() bool })
-	return ok && h.CommitsInHandler()
-}
-
-// confirm records c as held by the Store: rows up to it may be deleted.
-func (o *Outbox[T]) confirm(c OutboxCursor) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.deleting = true
-	if c.Compare(o.confirmed) > 0 || c.System != o.confirmed.System {
-		o.confirmed = c
-	}
-}
-
-// toDelete returns the cursor up to which rows may be deleted, if any.
-func (o *Outbox[T]) toDelete() (OutboxCursor, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.confirmed, o.deleting
-}
-
-// outboxSQL holds the statements of an Outbox, made by Open once the
-// table's columns are known.
-type outboxSQL struct {
-	page  string // the rows after a cursor, of transactions older than any running
-	state string // the snapshot's xmin and xmax, and the largest xid of a visible row
-	del   string // the rows up to a cursor
-}
-
-// The statements that do not depend on the table's columns.
-const (
-	outboxColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), coalesce(pg_get_expr(d.adbin, d.adrelid), '')
-FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
-	outboxSystemSQL = `SELECT system_identifier::text FROM pg_control_system()`
-	outboxHolderSQL = `SELECT coalesce((SELECT pid FROM pg_stat_activity WHERE backend_xid = $1::text::xid LIMIT 1), 0)`
-	xidDefault      = "pg_current_xact_id()"
-)
-
-// statements returns the statements for the table whose columns other
-// than xid are cols. The page's bound is materialized: computed once, a
-// parameter of the index scan on (xid, id).
-func (o *Outbox[T]) statements(cols []string) outboxSQL {
-	t := pgx.Identifier(o.table).Sanitize()
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = pgx.Identifier{c}.Sanitize()
-	}
-	return outboxSQL{
-		page: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin)
-SELECT xid` + prefixComma(quoted) + ` FROM ` + t + `
-WHERE (xid, id) > ($1::bigint::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
-ORDER BY xid, id LIMIT $3`,
-		state: `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(x) AS xmin, pg_snapshot_xmax(x) AS xmax FROM pg_current_snapshot() x)
-SELECT xmin::text::bigint, xmax::text::bigint, (SELECT max(xid) FROM ` + t + `)::text::bigint
-FROM s`,
-		del: `DELETE FROM ` + t + ` WHERE (xid, id) <= ($1::bigint::text::xid8, $2::bigint)`,
-	}
-}
-
-func prefixComma(s []string) string {
-	if len(s) == 0 {
-		return ""
-	}
-	return ", " + strings.Join(s, ", ")
-}
-
-// createSQL returns the statements that create the table, its index and,
-// with trigger, the notifying function and trigger.
-func (o *Outbox[T]) createSQL(trigger bool) []string {
-	t := pgx.Identifier(o.table).Sanitize()
-	cols := "id bigserial PRIMARY KEY, xid xid8 NOT NULL DEFAULT " + xidDefault
-	if strings.TrimSpace(o.set.columns) != "" {
-		cols += ", " + o.set.columns
-	}
-	return append([]string{
-		"SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(t) + "))",
-		"CREATE TABLE IF NOT EXISTS " + t + " (" + cols + ")",
-	}, o.companionSQL(trigger)...)
-}
-
-// companionSQL returns the statements that make the table's index on
-// (xid, id) and, with trigger, the notifying function and trigger.
-func (o *Outbox[T]) companionSQL(trigger bool) []string {
-	t := pgx.Identifier(o.table).Sanitize()
-	last := o.table[len(o.table)-1]
-	fn := pgx.Identifier{"resumable_outbox_notify"}
-	if len(o.table) == 2 {
-		fn = pgx.Identifier{o.table[0], "resumable_outbox_notify"}
-	}
-	sql := []string{"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{truncate(last+"_xid_id", 63)}.Sanitize() + " ON " + t + " (xid, id)"}
-	if trigger {
-		sql = append(sql,
-			"CREATE OR REPLACE FUNCTION "+fn.Sanitize()+"() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_notify(TG_ARGV[0], ''); RETURN NULL; END$$",
-			"DROP TRIGGER IF EXISTS resumable_outbox_notify ON "+t,
-			"CREATE TRIGGER resumable_outbox_notify AFTER INSERT ON "+t+" FOR EACH STATEMENT EXECUTE FUNCTION "+fn.Sanitize()+"("+quoteLiteral(o.set.channel)+")",
-		)
-	}
-	return sql
-}
-
-// migrationSQL returns the script that gives an existing table the xid
-// column and what WithCreate adds beside it: the index and (with a
-// channel) the trigger, which writers that PREPARE must leave out.
-func (o *Outbox[T]) migrationSQL() string {
-	sql := append([]string{"ALTER TABLE " + pgx.Identifier(o.table).Sanitize() + " ADD COLUMN xid xid8 NOT NULL DEFAULT " + xidDefault},
-		o.companionSQL(o.set.channel != "")...)
-	return strings.Join(sql, ";\n") + ";"
-}
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-// Open returns a connection that delivers the rows after cursor after, in
-// (xid, id) order, waiting for more when it has delivered all: it never
-// ends by itself. It connects, checks the table (creating it with
-// [WithCreate]) and LISTENs. A table that does not have the columns the
-// Outbox needs is an error marked [errclass.Permanent] that says what to
-// change. A cursor from another server (its System is not this server's
-// system identifier, or its Tx was never assigned here: a restored or
-// recreated database) is an error matching [stream.ErrSourceChanged]. A
-// table holding rows of transactions the server has not assigned yet (a
-// dump of another cluster) is a permanent error saying how to renumber
-// them.
-func (o *Outbox[T]) Open(ctx context.Context, after OutboxCursor) (stream.Conn[OutboxEvent[T]], error) {
-	c := &outboxConn[T]{src: o, after: after, batch: make([]OutboxEvent[T], 0, o.set.batch)}
-	pool := o.pool.Config()
-	cfg := pool.ConnConfig.Copy()
-	cfg.OnNotification = c.notified
-	pg, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: connecting: %w", o.name, err)
-	}
-	// xid8 in binary, as int8 is: its 8 bytes are the id (xid8send).
-	pg.TypeMap().RegisterType(&pgtype.Type{Name: "xid8", OID: pgtype.XID8OID, Codec: pgtype.Int8Codec{}})
-	if pool.AfterConnect != nil {
-		if err := pool.AfterConnect(ctx, pg); err != nil {
-			closeConn(pg)
-			return nil, fmt.Errorf("postgres: outbox %s: the pool's AfterConnect: %w", o.name, err)
-		}
-	}
-	c.pg = pg
-	if err := c.setUp(ctx); err != nil {
-		closeConn(pg)
-		return nil, err
-	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	return c, nil
-}
-
-// setUp checks the table and the cursor's identity and LISTENs.
-func (c *outboxConn[T]) setUp(ctx context.Context) error {
-	o := c.src
-	cols, err := o.columns(ctx, c.pg)
-	if err != nil {
-		return err
-	}
-	c.sql = o.statements(cols)
-	c.idAt = ownColumns + slices.Index(cols, "id")
-	c.system, err = system(ctx, c.pg)
-	if err != nil {
-		return fmt.Errorf("postgres: outbox %s: reading the system identifier: %w", o.name, err)
-	}
-	if _, _, _, err := c.state(ctx); err != nil {
-		return err
-	}
-	if o.set.channel != "" {
-		if _, err := c.pg.Exec(ctx, "LISTEN "+pgx.Identifier{o.set.channel}.Sanitize()); err != nil {
-			return fmt.Errorf("postgres: outbox %s: LISTEN %s: %w", o.name, o.set.channel, err)
-		}
-	}
-	return nil
-}
-
-// identity reports an error matching stream.ErrSourceChanged when cursor
-// after cannot come from this server, whose next transaction id is next.
-func (c *outboxConn[T]) identity(after OutboxCursor, next uint64) error {
-	switch {
-	case after.System != "" && c.system != "" && after.System != c.system:
-		return fmt.Errorf("postgres: outbox %s: system identifier: was %s, now %s (cursor %v): %w", c.src.name, after.System, c.system, after, stream.ErrSourceChanged)
-	case after.Tx >= next && after.Tx != 0:
-		return fmt.Errorf("postgres: outbox %s: transaction id: the cursor's %d was never assigned, the next is %d (cursor %v): %w", c.src.name, after.Tx, next, after, stream.ErrSourceChanged)
-	}
-	return nil
-}
-
-// system returns the server's system identifier, or "" when the role may
-// not read it.
-func system(ctx context.Context, pg *pgx.Conn) (string, error) {
-	var id string
-	err := pg.QueryRow(ctx, outboxSystemSQL).Scan(&id)
-	if isCode(err, "42501") { // insufficient_privilege
-		return "", nil
-	}
-	return id, err
-}
-
-// columns checks the table, creating it when missing and allowed, and
-// returns its columns other than xid.
-func (o *Outbox[T]) columns(ctx context.Context, pg *pgx.Conn) ([]string, error) {
-	t := pgx.Identifier(o.table).Sanitize()
-	var exists bool
-	if err := pg.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: looking it up: %w", o.name, err)
-	}
-	if !exists {
-		if !o.set.create {
-			return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s does not exist (WithCreate creates it)", o.name))
-		}
-		if err := o.createTable(ctx, pg); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := pg.Query(ctx, outboxColumnsSQL, t)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
-	}
-	var cols []string
-	var xidType, xidDef, idType string
-	for rows.Next() {
-		var name, typ, def string
-		if err := rows.Scan(&name, &typ, &def); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
-		}
-		switch name {
-		case "xid":
-			xidType, xidDef = typ, def
-			continue
-		case "id":
-			idType = typ
-		}
-		cols = append(cols, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: outbox %s: reading its columns: %w", o.name, err)
-	}
-	switch {
-	case xidType == "":
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has no column xid; add it, its index and the trigger with:\n%s", o.name, o.migrationSQL()))
-	case xidType != "xid8" || xidDef != xidDefault:
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s: column xid is %q DEFAULT %q, want xid8 NOT NULL DEFAULT %s (ALTER TABLE %s ADD COLUMN xid xid8 NOT NULL DEFAULT %s, and an index on (xid, id))",
-			o.name, xidType, xidDef, xidDefault, t, xidDefault))
-	case idType != "bigint" && idType != "integer":
-		return nil, errclass.Permanent(fmt.Errorf("postgres: outbox table %s: column id is %q, want bigint (bigserial)", o.name, idType))
-	}
-	return cols, nil
-}
-
-// createTable runs createSQL in one transaction: with the trigger when a
-// channel is set and the server admits no prepared transaction (a
-// transaction that notified cannot be PREPAREd).
-func (o *Outbox[T]) createTable(ctx context.Context, pg *pgx.Conn) error {
-	err := pgx.BeginFunc(ctx, pg, func(tx pgx.Tx) error {
-		var prepared int
-		if err := tx.QueryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&prepared); err != nil {
-			return err
-		}
-		for _, q := range o.createSQL(o.set.channel != "" && prepared == 0) {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if isCode(err, "42501") {
-		return errclass.Permanent(fmt.Errorf("postgres: outbox table %s does not exist and creating it was refused: %w", o.name, err))
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: creating outbox table %s: %w", o.name, err)
-	}
-	return nil
-}
-
-// closeConn closes pg within rollbackTimeout.
-func closeConn(pg *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
-	defer cancel()
-	pg.Close(ctx)
-}
-
-// invalidf returns an error matching ErrInvalid (and so
-// stream.ErrInvalidOption), as the Store's constructor does.
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
-}
+// WithBatchSize is [outbox.WithBatchSize].
+//
+// Deprecated: use [outbox.WithBatchSize].
+func WithBatchSize(n int) OutboxOption { return outbox.WithBatchSize(n) }

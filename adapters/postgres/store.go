@@ -13,9 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgsql"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // Store is a [cursor.Store] that keeps one stream's cursor in one row of a
@@ -84,8 +86,9 @@ func newStatements(table []string) statements {
 // row of [DefaultTable] (or the table [WithTable] names) through pool.
 // Load returns initial while the row does not exist; the table is created
 // by the first Load or Save that finds it missing. NewStore makes no round
-// trip. It returns an error matching [ErrInvalid] for a nil pool or codec,
-// an empty name or a bad option.
+// trip. Every argument and option is checked at once: the error joins one
+// error per bad one (a nil pool or codec, an empty name, a bad option),
+// each matching [ErrInvalid] and stream.ErrInvalidOption and naming it.
 func NewStore[C any](pool *pgxpool.Pool, name string, codec cursor.Codec[C], initial C, opts ...StoreOption) (*Store[C], error) {
 	cfg := storeConfig{table: []string{DefaultTable}, retry: defaultTxRetry}
 	for _, o := range opts {
@@ -93,16 +96,18 @@ func NewStore[C any](pool *pgxpool.Pool, name string, codec cursor.Codec[C], ini
 			o.applyStore(&cfg)
 		}
 	}
-	switch {
-	case pool == nil:
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: NewStore: the pool is nil", ErrInvalid))
-	case codec == nil:
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: NewStore: the codec is nil", ErrInvalid))
-	case name == "":
-		cfg.errs = append(cfg.errs, fmt.Errorf("%w: NewStore: the stream name is empty", ErrInvalid))
+	var errs []error
+	if pool == nil {
+		errs = append(errs, invalid("NewStore", "pool", nil, "must not be nil"))
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	if name == "" {
+		errs = append(errs, invalid("NewStore", "name", name, "must not be empty"))
+	}
+	if codec == nil {
+		errs = append(errs, invalid("NewStore", "codec", nil, "must not be nil"))
+	}
+	if errs = append(errs, cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &Store[C]{
 		pool: pool, name: name, codec: codec, initial: initial,
@@ -270,7 +275,10 @@ func (s *Store[C]) cas(ctx context.Context, q querier, enc []byte) (next int64, 
 }
 
 // isCode reports whether err is a PostgreSQL error with SQLSTATE code.
-func isCode(err error, code string) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == code
+func isCode(err error, code string) bool { return pgsql.IsCode(err, code) }
+
+// invalid returns the error of a bad argument arg of where, given value:
+// it matches [ErrInvalid] and stream.ErrInvalidOption.
+func invalid(where, arg string, value any, why string) error {
+	return &badarg.Error{Where: "postgres: " + where, Arg: arg, Value: value, Why: why, Mark: ErrInvalid}
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 

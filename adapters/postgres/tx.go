@@ -46,10 +46,8 @@ import (
 // fn gives a handler that returns an error matching [ErrInvalid], marked
 // [errclass.Permanent].
 func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn func(ctx context.Context, tx pgx.Tx, event T) error) func(ctx context.Context, event T) error {
-	if s == nil || extract == nil || fn == nil {
-		return func(context.Context, T) error {
-			return errclass.Permanent(fmt.Errorf("%w: Transactional: nil Store, Extractor or function", ErrInvalid))
-		}
+	if err := nilArgs("Transactional", s == nil, extract == nil, fn == nil); err != nil {
+		return func(context.Context, T) error { return err }
 	}
 	s.inTx.Store(true)
 	return func(ctx context.Context, event T) error {
@@ -73,10 +71,8 @@ func Transactional[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn fun
 // applied the whole batch, or the events it left out are never delivered
 // again.
 func TransactionalBatch[T, C any](s *Store[C], extract cursor.Extractor[T, C], fn func(ctx context.Context, tx pgx.Tx, events []T) error) func(ctx context.Context, events []T) error {
-	if s == nil || extract == nil || fn == nil {
-		return func(context.Context, []T) error {
-			return errclass.Permanent(fmt.Errorf("%w: TransactionalBatch: nil Store, Extractor or function", ErrInvalid))
-		}
+	if err := nilArgs("TransactionalBatch", s == nil, extract == nil, fn == nil); err != nil {
+		return func(context.Context, []T) error { return err }
 	}
 	s.inTx.Store(true)
 	return func(ctx context.Context, events []T) error {
@@ -91,6 +87,24 @@ func TransactionalBatch[T, C any](s *Store[C], extract cursor.Extractor[T, C], f
 		defer s.mu.Unlock()
 		return transact(ctx, s, enc, fn, events)
 	}
+}
+
+// nilArgs returns the error of where's nil arguments, each named, marked
+// errclass.Permanent; nil when none is nil.
+func nilArgs(where string, s, extract, fn bool) error {
+	var errs []error
+	for _, a := range []struct {
+		name string
+		nil  bool
+	}{{"s", s}, {"extract", extract}, {"fn", fn}} {
+		if a.nil {
+			errs = append(errs, invalid(where, a.name, nil, "must not be nil"))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errclass.Permanent(errors.Join(errs...))
 }
 
 // encodeCursor returns the encoded cursor of event.

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 	"github.com/resumable-go/resumable/stream/streamtest"
 )

@@ -1,4 +1,5 @@
-// Command outbox relays an outbox table with resumable's postgres adapter:
+// Command outbox relays an outbox table with resumable's outbox package
+// (adapters/postgres/outbox):
 // the rows writers insert in their transactions, in the order of those
 // transactions, none skipped even when transactions commit out of id
 // order. It needs only SELECT (and, to create the table, CREATE) on the
@@ -25,8 +26,17 @@
 // server is not the one the saved cursor came from (a restored or recreated
 // database), it stops with status 1 and says what changed.
 //
+// With no arguments it runs a demo that needs only PostgreSQL's binaries
+// ($RESUMABLE_PG_BIN, else /usr/lib/postgresql/15/bin): it starts a
+// throw-away server, commits rows out of id order (a transaction that took
+// a lower id commits after one that took a higher id), relays them, checks
+// that none was skipped while a relay reading id > last skipped them, and
+// exits 0. Without the binaries it prints the command that installs them
+// and exits 2.
+//
 // Usage:
 //
+//	go run ./examples/outbox                                 # the demo
 //	go run ./examples/outbox -dsn DSN -table NAME -state FILE [-checkpoint D] [-poll D] [-listen=false]
 package main
 
@@ -45,7 +55,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/outbox"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -56,6 +66,10 @@ func main() {
 	if err := run(ctx, os.Stdout, os.Stderr, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "outbox:", err)
 		stop()
+		if errors.Is(err, errNoPostgres) {
+			fmt.Fprintln(os.Stderr, "install them with:", installCommand)
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -76,6 +90,9 @@ type row struct {
 
 // run is the whole program. It returns nil when ctx ends.
 func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	if len(args) == 0 {
+		return demo(ctx, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("outbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
@@ -105,24 +122,23 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		return err
 	}
 	defer pool.Close()
-	opts := []postgres.OutboxOption{postgres.WithCreate("payload text NOT NULL"), postgres.WithPollInterval(cfg.poll)}
+	opts := []outbox.Option{outbox.WithCreate("payload text NOT NULL"), outbox.WithPollInterval(cfg.poll)}
 	if !cfg.listen {
-		opts = append(opts, postgres.WithNotify(""))
+		opts = append(opts, outbox.WithNotify(""))
 	}
-	src, err := postgres.NewOutbox(pool, cfg.table, pgx.RowToStructByName[row], opts...)
+	src, err := outbox.NewSource(pool, cfg.table, pgx.RowToStructByName[row], opts...)
 	if err != nil {
 		return err
 	}
-	store, err := cursor.NewFile(cfg.state, postgres.OutboxCursor{}, cursor.JSON[postgres.OutboxCursor]())
+	store, err := cursor.NewFile(cfg.state, outbox.Cursor{}, cursor.JSON[outbox.Cursor]())
 	if err != nil {
 		return err
 	}
-	save := stream.WithCheckpointEvery(1)
+	save := []stream.Option{stream.WithCheckpointEvery(1), stream.WithCheckpointInterval(0)}
 	if cfg.checkpoint > 0 {
-		save = stream.WithCheckpointInterval(cfg.checkpoint)
+		save = []stream.Option{stream.WithCheckpointInterval(cfg.checkpoint)}
 	}
-	r, err := stream.New(src, postgres.ExtractOutbox[row], store,
-		stream.WithCursorOrder(postgres.OutboxCursor.Compare), save)
+	r, err := outbox.NewResumer(src, store, save...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +149,7 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		stopWatch()
 		wg.Wait()
 	}()
-	err = r.Run(ctx, func(_ context.Context, ev postgres.OutboxEvent[row]) error {
+	err = r.Run(ctx, func(_ context.Context, ev outbox.Event[row]) error {
 		_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
 		return err
 	})
@@ -146,7 +162,7 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 
 // reportHold prints a line a second while the relay is held back, until
 // ctx ends.
-func reportHold(ctx context.Context, stderr io.Writer, src *postgres.Outbox[row]) {
+func reportHold(ctx context.Context, stderr io.Writer, src *outbox.Source[row]) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {

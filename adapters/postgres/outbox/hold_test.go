@@ -1,4 +1,4 @@
-package postgres_test
+package outbox_test
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
+	"github.com/resumable-go/resumable/adapters/postgres/outbox"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -30,10 +30,10 @@ func TestOutboxLongTransaction(t *testing.T) {
 	if soakFull() {
 		hold = 30 * time.Second
 	}
-	pool, _ := newPool(t, pgtest.NewDB(t))
+	pool := newPool(t, pgtest.NewDB(t))
 	execSQL(t, pool, "CREATE TABLE other (x int)")
 	o := newOutbox(t, pool)
-	c := openOutbox(t, o, postgres.OutboxCursor{})
+	c := openOutbox(t, o, outbox.Cursor{})
 
 	long, err := pool.Begin(pgtest.Ctx(t))
 	if err != nil {
@@ -76,7 +76,7 @@ func TestOutboxLongTransaction(t *testing.T) {
 		t.Fatalf("after the commit: %v, want %d rows", payloads(evs), rows)
 	}
 	t.Logf("held %v by transaction %d (pid %d); caught up %v after it committed", held.Round(time.Millisecond), h.Tx, h.PID, time.Since(ended).Round(time.Millisecond))
-	if h := o.Hold(); h != (postgres.OutboxHold{}) {
+	if h := o.Hold(); h != (outbox.Hold{}) {
 		t.Errorf("Hold() after catching up = %+v, want none", h)
 	}
 }
@@ -105,8 +105,8 @@ func (b *lockedBuffer) String() string {
 // ended.
 func exampleHold(t *testing.T, bin string) {
 	dsn := pgtest.NewDB(t)
-	pool, _ := newPool(t, dsn)
-	openOutbox(t, newOutbox(t, pool), postgres.OutboxCursor{}) // creates the table
+	pool := newPool(t, dsn)
+	openOutbox(t, newOutbox(t, pool), outbox.Cursor{}) // creates the table
 	long := begin(t, pool, "first")
 	var pid int
 	if err := long.QueryRow(pgtest.Ctx(t), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
@@ -145,14 +145,14 @@ func exampleHold(t *testing.T, bin string) {
 // order.
 func TestOutboxServerCrash(t *testing.T) {
 	srv := pgtest.Start(t, pgtest.Options{})
-	pool, _ := newPool(t, srv.DSN())
+	pool := newPool(t, srv.DSN())
 	o := newOutbox(t, pool)
-	openOutbox(t, o, postgres.OutboxCursor{}).Close() // creates the table
+	openOutbox(t, o, outbox.Cursor{}).Close() // creates the table
 	for _, p := range []string{"1", "2", "3"} {
 		commit(t, begin(t, pool, p))
 	}
-	r, err := stream.New(o, postgres.ExtractOutbox[msg], cursor.NewMemory(postgres.OutboxCursor{}),
-		stream.WithCursorOrder(postgres.OutboxCursor.Compare), stream.WithBackoff(backoff.Constant(20*time.Millisecond)))
+	r, err := stream.New(o, outbox.Extract[msg], cursor.NewMemory(outbox.Cursor{}),
+		stream.WithCursorOrder(outbox.Compare), stream.WithBackoff(backoff.Constant(20*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package postgres_test
+package outbox_test
 
 import (
 	"bytes"
@@ -31,9 +31,9 @@ func soakFull() bool { return os.Getenv(envSoak) != "" }
 func outboxBin(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "outbox")
-	out, err := osexec.Command("go", "build", "-o", bin, "../../examples/outbox").CombinedOutput()
+	out, err := osexec.Command("go", "build", "-o", bin, "../../../examples/outbox").CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ../../examples/outbox: %v\n%s", err, out)
+		t.Fatalf("go build ../../../examples/outbox: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -210,7 +210,7 @@ func (s *soak) run(t *testing.T, bin string) soakResult {
 	t.Helper()
 	s.committed, s.rolledBack, s.seen, s.naive = map[int64]time.Time{}, map[int64]bool{}, map[int64]time.Time{}, map[int64]bool{}
 	dsn := pgtest.NewDB(t)
-	pool, _ := newPool(t, dsn+"&pool_max_conns="+strconv.Itoa(s.writers+2))
+	pool := newPool(t, dsn+"&pool_max_conns="+strconv.Itoa(s.writers+2))
 	ctx := pgtest.Ctx(t)
 	if soakFull() {
 		var cancel context.CancelFunc

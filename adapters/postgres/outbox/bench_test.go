@@ -1,4 +1,4 @@
-package postgres_test
+package outbox_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/resumable-go/resumable/adapters/postgres"
+	"github.com/resumable-go/resumable/adapters/postgres/outbox"
 	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
@@ -20,11 +20,11 @@ const benchOutboxRows = 20000
 
 // benchOutbox returns a pool on a database of b's own holding the outbox
 // table with benchOutboxRows rows, and its Outbox.
-func benchOutbox(b *testing.B) (*pgxpool.Pool, *postgres.Outbox[msg]) {
+func benchOutbox(b *testing.B) (*pgxpool.Pool, *outbox.Source[msg]) {
 	b.Helper()
-	pool, _ := newPool(b, pgtest.NewDB(b))
+	pool := newPool(b, pgtest.NewDB(b))
 	o := newOutbox(b, pool)
-	openOutbox(b, o, postgres.OutboxCursor{}).Close()
+	openOutbox(b, o, outbox.Cursor{}).Close()
 	for range benchOutboxRows / 100 {
 		execSQL(b, pool, "INSERT INTO outbox (payload) SELECT 'payload ' || g FROM generate_series(1, 100) g")
 	}
@@ -61,8 +61,8 @@ func BenchmarkOutboxRelay(b *testing.B) {
 
 // relayOutbox reads the whole table with o and returns how long the reads
 // took.
-func relayOutbox(b *testing.B, ctx context.Context, o *postgres.Outbox[msg]) time.Duration {
-	c, err := o.Open(ctx, postgres.OutboxCursor{})
+func relayOutbox(b *testing.B, ctx context.Context, o *outbox.Source[msg]) time.Duration {
+	c, err := o.Open(ctx, outbox.Cursor{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func relayNaive(b *testing.B, ctx context.Context, pool *pgxpool.Pool) time.Dura
 // allocs/row counts the Outbox's own: a page's query, none per row.
 func BenchmarkOutboxRecv(b *testing.B) {
 	pool, _ := benchOutbox(b)
-	o, err := postgres.NewOutbox(pool, "outbox", func(row pgx.CollectableRow) (int64, error) {
+	o, err := outbox.NewSource(pool, "outbox", func(row pgx.CollectableRow) (int64, error) {
 		raw := row.RawValues()[0] // id, binary int8
 		return int64(binary.BigEndian.Uint64(raw)), nil
 	})
@@ -105,7 +105,7 @@ func BenchmarkOutboxRecv(b *testing.B) {
 	b.ReportAllocs()
 	var allocs uint64
 	for b.Loop() {
-		c, err := o.Open(ctx, postgres.OutboxCursor{})
+		c, err := o.Open(ctx, outbox.Cursor{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func BenchmarkOutboxRecv(b *testing.B) {
 func BenchmarkOutboxRelayWarm(b *testing.B) {
 	pool, o := benchOutbox(b)
 	ctx := pgtest.Ctx(b)
-	c, err := o.Open(ctx, postgres.OutboxCursor{})
+	c, err := o.Open(ctx, outbox.Cursor{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package postgres
+package outbox
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/resumable-go/resumable/adapters/postgres/internal/pgsql"
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// errOutboxClosed is what Recv returns once Close was called.
-var errOutboxClosed = errors.New("postgres: outbox connection closed")
+// errClosed is what Recv returns once Close was called.
+var errClosed = errors.New("outbox: connection closed")
 
 // While committed rows are held back, a connection reads again after
 // minHeldWait, doubling up to maxHeldWait (or the poll interval if
@@ -28,11 +29,11 @@ const (
 	maxHeldWait = 100 * time.Millisecond
 )
 
-// outboxConn is one connection of an Outbox: a database connection of its
+// conn is one connection of a Source: a database connection of its
 // own, the page read last, and the position after it.
-type outboxConn[T any] struct {
-	src    *Outbox[T]
-	sql    outboxSQL
+type conn[T any] struct {
+	src    *Source[T]
+	sql    queries
 	system string
 
 	ctx    context.Context // ended by Close
@@ -42,24 +43,24 @@ type outboxConn[T any] struct {
 	pg    *pgx.Conn  // nil once closed
 	woken bool       // a notification arrived since the last read; set on Recv's goroutine, by pg
 
-	batch   []OutboxEvent[T] // the page read last
-	next    int              // the next of batch to deliver
-	after   OutboxCursor     // the last row read
-	held    time.Duration    // the wait while rows are held back; 0 when not
-	deleted OutboxCursor     // rows up to here were deleted by this connection
-	row     userRow          // what scan is given
-	idAt    int              // the column of id in the page's rows
+	batch   []Event[T]    // the page read last
+	next    int           // the next of batch to deliver
+	after   Cursor        // the last row read
+	held    time.Duration // the wait while rows are held back; 0 when not
+	deleted Cursor        // rows up to here were deleted by this connection
+	row     userRow       // what scan is given
+	idAt    int           // the column of id in the page's rows
 }
 
 // notified is pg's OnNotification: it runs inside a pg call on Recv's
 // goroutine.
-func (c *outboxConn[T]) notified(*pgconn.PgConn, *pgconn.Notification) { c.woken = true }
+func (c *conn[T]) notified(*pgconn.PgConn, *pgconn.Notification) { c.woken = true }
 
 // Recv returns the next row, reading the table when the page read last is
 // delivered, and waiting for a notification (or the poll interval) when
 // there is nothing to read.
-func (c *outboxConn[T]) Recv(ctx context.Context) (OutboxEvent[T], error) {
-	var zero OutboxEvent[T]
+func (c *conn[T]) Recv(ctx context.Context) (Event[T], error) {
+	var zero Event[T]
 	if c.next < len(c.batch) {
 		ev := c.batch[c.next]
 		c.batch[c.next] = zero
@@ -69,7 +70,7 @@ func (c *outboxConn[T]) Recv(ctx context.Context) (OutboxEvent[T], error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pg == nil {
-		return zero, errOutboxClosed
+		return zero, errClosed
 	}
 	ctx, stop := c.merge(ctx)
 	defer stop()
@@ -91,7 +92,7 @@ func (c *outboxConn[T]) Recv(ctx context.Context) (OutboxEvent[T], error) {
 }
 
 // merge returns a context that ends with ctx or with Close.
-func (c *outboxConn[T]) merge(ctx context.Context) (context.Context, func()) {
+func (c *conn[T]) merge(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
@@ -99,12 +100,12 @@ func (c *outboxConn[T]) merge(ctx context.Context) (context.Context, func()) {
 
 // ended returns the error Recv returns for err: the caller's context's
 // end, Close, or err itself.
-func (c *outboxConn[T]) ended(ctx context.Context, err error) error {
+func (c *conn[T]) ended(ctx context.Context, err error) error {
 	switch {
 	case c.ctx.Err() != nil:
-		return errOutboxClosed
+		return errClosed
 	case ctx.Err() != nil:
-		return fmt.Errorf("postgres: outbox %s: %w", c.src.name, context.Cause(ctx))
+		return fmt.Errorf("outbox: table %s: %w", c.src.name, context.Cause(ctx))
 	}
 	return err
 }
@@ -113,7 +114,7 @@ func (c *outboxConn[T]) ended(ctx context.Context, err error) error {
 // and returns how long to wait for a notification when it is empty. A page
 // that is not full is followed by a look at the snapshot: whether rows are
 // held back, and whether the cursor still belongs to this server.
-func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
+func (c *conn[T]) read(ctx context.Context) (time.Duration, error) {
 	if err := c.delete(ctx); err != nil {
 		return 0, err
 	}
@@ -145,11 +146,11 @@ func (c *outboxConn[T]) read(ctx context.Context) (time.Duration, error) {
 }
 
 // page reads the rows after c.after into batch.
-func (c *outboxConn[T]) page(ctx context.Context) error {
+func (c *conn[T]) page(ctx context.Context) error {
 	c.batch, c.next = c.batch[:0], 0
 	rows, err := c.pg.Query(ctx, c.sql.page, int64(c.after.Tx), c.after.Seq, cap(c.batch))
 	if err != nil {
-		return fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+		return fmt.Errorf("outbox: table %s: reading after %v: %w", c.src.name, c.after, err)
 	}
 	defer rows.Close()
 	c.row.rows = rows
@@ -159,14 +160,14 @@ func (c *outboxConn[T]) page(ctx context.Context) error {
 	}
 	for rows.Next() {
 		raw, fds := rows.RawValues(), rows.FieldDescriptions()
-		ev := OutboxEvent[T]{Cursor: OutboxCursor{Tx: uint64(rawInt(fds[0], raw[0])), Seq: rawInt(fds[c.idAt], raw[c.idAt]), System: c.system}}
+		ev := Event[T]{Cursor: Cursor{Tx: uint64(rawInt(fds[0], raw[0])), Seq: rawInt(fds[c.idAt], raw[c.idAt]), System: c.system}}
 		if ev.Row, err = c.src.scan(&c.row); err != nil {
-			return fmt.Errorf("postgres: outbox %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
+			return fmt.Errorf("outbox: table %s: scanning the row at %v: %w", c.src.name, ev.Cursor, err)
 		}
 		c.batch = append(c.batch, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres: outbox %s: reading after %v: %w", c.src.name, c.after, err)
+		return fmt.Errorf("outbox: table %s: reading after %v: %w", c.src.name, c.after, err)
 	}
 	return nil
 }
@@ -176,11 +177,11 @@ func (c *outboxConn[T]) page(ctx context.Context) error {
 // since the page was read (fresh). It checks that c.after belongs to this
 // server, and that no row carries a transaction id the server has not
 // assigned yet.
-func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, fresh bool, err error) {
+func (c *conn[T]) state(ctx context.Context) (held bool, xmin uint64, fresh bool, err error) {
 	var lo, next int64
 	var top *int64 // the largest xid of a visible row; nil: no row
 	if err := c.pg.QueryRow(ctx, c.sql.state).Scan(&lo, &next, &top); err != nil {
-		return false, 0, false, fmt.Errorf("postgres: outbox %s: reading the snapshot: %w", c.src.name, err)
+		return false, 0, false, fmt.Errorf("outbox: table %s: reading the snapshot: %w", c.src.name, err)
 	}
 	if err := c.identity(c.after, uint64(next)); err != nil {
 		return false, 0, false, err
@@ -190,7 +191,7 @@ func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, fres
 		// another cluster (a dump restored into a new one keeps the old
 		// ids). They would wait forever, and the rows written here after
 		// them would come first.
-		return false, 0, false, errclass.Permanent(fmt.Errorf("postgres: outbox table %s has rows of transaction %d, but this server's next transaction is %d: rows copied from another cluster keep its transaction ids; give them new ones (UPDATE %s SET xid = pg_current_xact_id(), in one transaction) before relaying",
+		return false, 0, false, errclass.Permanent(fmt.Errorf("outbox: table %s has rows of transaction %d, but this server's next transaction is %d: rows copied from another cluster keep its transaction ids; give them new ones (UPDATE %s SET xid = pg_current_xact_id(), in one transaction) before relaying",
 			c.src.name, *top, next, pgx.Identifier(c.src.table).Sanitize()))
 	}
 	fresh = top != nil && *top < lo && uint64(*top) > c.after.Tx
@@ -200,7 +201,7 @@ func (c *outboxConn[T]) state(ctx context.Context) (held bool, xmin uint64, fres
 // nextWait returns how long to wait for a notification: the poll
 // interval, or while rows are held back a wait that starts at minHeldWait
 // and doubles up to maxHeldWait.
-func (c *outboxConn[T]) nextWait(held bool) time.Duration {
+func (c *conn[T]) nextWait(held bool) time.Duration {
 	poll := c.src.set.poll
 	if !held {
 		c.held = 0
@@ -210,36 +211,36 @@ func (c *outboxConn[T]) nextWait(held bool) time.Duration {
 	return c.held
 }
 
-// recordHold tells the Outbox what the read found, and looks up the
+// recordHold tells the Source what the read found, and looks up the
 // backend of a new holder.
-func (c *outboxConn[T]) recordHold(ctx context.Context, held bool, xmin uint64) {
+func (c *conn[T]) recordHold(ctx context.Context, held bool, xmin uint64) {
 	if !c.src.setHold(held, xmin, time.Now()) {
 		return
 	}
 	var pid int32
 	// The PID only helps an operator: a failed look-up leaves it 0, and a
 	// broken connection shows at the next read.
-	if err := c.pg.QueryRow(ctx, outboxHolderSQL, strconv.FormatUint(xmin&0xffffffff, 10)).Scan(&pid); err == nil {
+	if err := c.pg.QueryRow(ctx, holderSQL, strconv.FormatUint(xmin&0xffffffff, 10)).Scan(&pid); err == nil {
 		c.src.setHolder(xmin, int(pid))
 	}
 }
 
 // delete deletes the rows up to the cursor a Deleting store holds, once
 // per cursor, when it belongs to this server.
-func (c *outboxConn[T]) delete(ctx context.Context) error {
+func (c *conn[T]) delete(ctx context.Context) error {
 	upTo, ok := c.src.toDelete()
-	if !ok || upTo.Compare(c.deleted) <= 0 || (upTo.System != "" && upTo.System != c.system) {
+	if !ok || Compare(upTo, c.deleted) <= 0 || (upTo.System != "" && upTo.System != c.system) {
 		return nil
 	}
 	if _, err := c.pg.Exec(ctx, c.sql.del, int64(upTo.Tx), upTo.Seq); err != nil {
-		return fmt.Errorf("postgres: outbox %s: deleting the rows up to %v: %w", c.src.name, upTo, err)
+		return fmt.Errorf("outbox: table %s: deleting the rows up to %v: %w", c.src.name, upTo, err)
 	}
 	c.deleted = upTo
 	return nil
 }
 
 // wait waits up to d for a notification (without LISTEN, d).
-func (c *outboxConn[T]) wait(ctx context.Context, d time.Duration) error {
+func (c *conn[T]) wait(ctx context.Context, d time.Duration) error {
 	if c.woken {
 		return nil
 	}
@@ -248,7 +249,7 @@ func (c *outboxConn[T]) wait(ctx context.Context, d time.Duration) error {
 	if c.src.set.channel == "" {
 		<-wctx.Done()
 	} else if err := c.pg.PgConn().WaitForNotification(wctx); err != nil && (ctx.Err() != nil || wctx.Err() == nil) {
-		return fmt.Errorf("postgres: outbox %s: waiting for a notification: %w", c.src.name, err)
+		return fmt.Errorf("outbox: table %s: waiting for a notification: %w", c.src.name, err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -258,19 +259,19 @@ func (c *outboxConn[T]) wait(ctx context.Context, d time.Duration) error {
 
 // Close ends a pending Recv and closes the database connection. It may be
 // called more than once.
-func (c *outboxConn[T]) Close() error {
+func (c *conn[T]) Close() error {
 	c.cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pg != nil {
-		closeConn(c.pg)
+		pgsql.CloseConn(c.pg)
 		c.pg = nil
 	}
 	return nil
 }
 
 // userRow is a row of the page statement as the scan function sees it:
-// the table's columns other than xid, without the one the Outbox reads
+// the table's columns other than xid, without the one the Source reads
 // first (xid).
 type userRow struct {
 	rows pgx.Rows
