@@ -1,10 +1,10 @@
-// Package pgerr holds the error the two packages of adapters/postgres
-// share.
+// Package pgerr holds the error the packages of adapters/postgres
+// (postgres, cdc, outbox) share.
 package pgerr
 
 import "github.com/resumable-go/resumable/stream"
 
-// ErrInvalid is postgres.ErrInvalid and cdc.ErrInvalid: the error a
+// ErrInvalid is postgres.ErrInvalid and cdc.ErrInvalid (outbox's errors match it too): the error a
 // constructor's failure for a bad argument or option matches. It matches
 // stream.ErrInvalidOption too.
 var ErrInvalid error = &invalid{}
