@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -211,4 +212,141 @@ func TestFailedSaveIsReportedOnce(t *testing.T) {
 type failingSave[C any] struct {
 	initial C
 	err     error
+}
+
+// quietConn delivers its events, then blocks until ctx ends or it is
+// closed: a stream that went quiet.
+type quietConn struct {
+	events []ev
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newQuietConn(events ...ev) *quietConn {
+	return &quietConn{events: events, closed: make(chan struct{})}
+}
+
+func (c *quietConn) Recv(ctx context.Context) (ev, error) {
+	if len(c.events) > 0 {
+		e := c.events[0]
+		c.events = c.events[1:]
+		return e, nil
+	}
+	select {
+	case <-ctx.Done():
+		return ev{}, ctx.Err()
+	case <-c.closed:
+		return ev{}, errors.New("quietConn: closed")
+	}
+}
+
+func (c *quietConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// A stream that goes quiet under WithCheckpointInterval is saved once the
+// interval has passed, not at its next event (which may never come): with
+// one handler (Run's goroutine waits in Recv) and with several.
+func TestQuietStreamSavedAfterInterval(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprintf("concurrency=%d", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+					return newQuietConn(ev{Seq: 1}, ev{Seq: 2}, ev{Seq: 3}), nil
+				})
+				store := cursor.NewMemory[int64](0)
+				r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithConcurrency(n), stream.WithCheckpointInterval(time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
+				synctest.Wait() // all three handled; the stream is quiet
+				if got := r.Stats().Cursor; got != 3 {
+					t.Fatalf("Stats().Cursor = %d, want 3", got)
+				}
+				if got, _ := store.Load(ctx); got == 3 {
+					t.Fatalf("Store holds 3 before the interval passed; the test shows nothing")
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if got, _ := store.Load(ctx); got != 3 {
+					t.Errorf("Store holds %d one interval after the stream went quiet, want 3", got)
+				}
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Errorf("Run() = %v, want context.Canceled", err)
+				}
+			})
+		})
+	}
+}
+
+// The quiet save of a serial loop is a save like any: its failure ends the
+// connection (counted, reopened), and its panic reaches Run's caller, even
+// though Run's goroutine was waiting in Recv on a stream that stays quiet.
+func TestQuietSaveFailureAndPanic(t *testing.T) {
+	t.Run("failure", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var opens atomic.Int64
+			src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+				if opens.Add(1) == 1 {
+					return newQuietConn(ev{Seq: 1}, ev{Seq: 2}), nil
+				}
+				return newQuietConn(), nil
+			})
+			store := &nthSaveFails{n: 1, err: errors.New("disk full")} // the quiet save is the first
+			r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithCheckpointInterval(time.Second), stream.WithBackoff(backoff.Constant(time.Millisecond)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
+			synctest.Wait()
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			st := r.Stats()
+			if st.SaveErrors != 1 || st.Opens != 2 || st.Saves != 1 {
+				t.Errorf("Stats() = %+v; want 1 failed quiet save that ended its connection, a reopen, and a quiet save on it", st)
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("Run() = %v, want context.Canceled", err)
+			}
+		})
+	})
+	t.Run("panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+				return newQuietConn(ev{Seq: 1}, ev{Seq: 2}), nil
+			})
+			store := &panicOnSave{at: 2}
+			r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithCheckpointInterval(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := runBounded(t, context.Background(), r, func(context.Context, ev) error { return nil })
+			if p != "quiet save" {
+				t.Errorf("Run() panicked with %v (err %v), want the Store's panic", p, err)
+			}
+		})
+	})
+}
+
+// panicOnSave panics saving cursor at, once.
+type panicOnSave struct {
+	cursor.Memory[int64]
+	at   int64
+	done bool
+}
+
+func (s *panicOnSave) Save(ctx context.Context, c int64) error {
+	if c == s.at && !s.done {
+		s.done = true
+		panic("quiet save")
+	}
+	return s.Memory.Save(ctx, c)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -22,7 +23,11 @@ import (
 //     supervisor's, and no connection resets that budget while the last
 //     save failed (progress the Store does not hold is none);
 //   - a save cut short by ctx's end is no failure (neither counted nor
-//     hooked): the final save, on a context that outlives ctx, follows.
+//     hooked): the final save, on a context that outlives ctx, follows;
+//   - under WithCheckpointInterval a stream that goes quiet is saved once
+//     the interval has passed, not at its next event: a serial loop hands
+//     the committer to a timer while it waits in Recv (quietSave), the
+//     pipeline's committer sets one for itself.
 
 // commit records c as the committed cursor and saves the Store when the
 // cadence says so; it returns the Store's error, or ctx's when ctx ended
@@ -59,8 +64,8 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 // behind. A save cut short by ctx's end returns nil: the final save
 // follows.
 func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
-	moved := r.recordRun(recs)
-	if !(moved && r.due()) && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
+	r.recordRun(recs)
+	if !r.due() && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
 		return nil
 	}
 	if err := r.save(ctx, false); err != nil && ctx.Err() == nil {
@@ -244,4 +249,96 @@ func (r *Resumer[T, C]) newConnection() {
 		return
 	}
 	r.st.saveFailed = false
+}
+
+// quietSave is the interval save of a serial loop (one handler: Run's
+// goroutine commits) that waits in Recv with commits the Store does not
+// hold yet: a timer saves them once the interval has passed. Run's
+// goroutine and the timer hand the committer over under mu: the timer
+// commits only while Run's goroutine is away in Recv, and Run's goroutine,
+// back, waits for a save in progress before it goes on.
+type quietSave[T, C any] struct {
+	mu       sync.Mutex
+	away     bool        // Run's goroutine waits in Recv: the timer may save
+	armed    bool        // the timer is set
+	timer    *time.Timer // made at a Run's first leave; stopped when it ends
+	err      error       // the timer's save failed: the connection ends once Run's goroutine is back
+	panicked bool        // the timer's save panicked with panicVal: raised once Run's goroutine is back
+	panicVal any
+}
+
+// leave hands the committer to the interval timer while Run's goroutine
+// waits in Recv, setting the timer for when the interval will have passed
+// since the last save. The caller checked r.interval > 0 and unsaved > 0.
+func (r *Resumer[T, C]) leave(ctx context.Context) bool {
+	q := &r.quiet
+	q.mu.Lock()
+	q.away = true
+	if !q.armed && !r.st.saveFailed {
+		d := r.interval - time.Since(r.st.lastSave)
+		if q.timer == nil {
+			q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
+		} else {
+			q.timer.Reset(d)
+		}
+		q.armed = true
+	}
+	q.mu.Unlock()
+	return true
+}
+
+// back takes the committer back when Recv returned: it waits for a save the
+// timer is making, and returns that save's error, or raises its panic.
+func (r *Resumer[T, C]) back() error {
+	q := &r.quiet
+	q.mu.Lock()
+	q.away = false
+	err, panicked, v := q.err, q.panicked, q.panicVal
+	q.err, q.panicked, q.panicVal = nil, false, nil
+	q.mu.Unlock()
+	if panicked {
+		panic(v)
+	}
+	return err
+}
+
+// saveQuiet is the timer: while Run's goroutine is away, it saves the
+// commits the Store lags behind once the interval has passed since the
+// last save (a save Run's goroutine made meanwhile sets it again).
+func (r *Resumer[T, C]) saveQuiet(ctx context.Context) {
+	q := &r.quiet
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.armed = false
+	if !q.away || r.st.unsaved == 0 || r.st.saveFailed || ctx.Err() != nil {
+		return
+	}
+	if d := r.interval - time.Since(r.st.lastSave); d > 0 {
+		q.timer.Reset(d)
+		q.armed = true
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			q.panicked, q.panicVal = true, v
+			r.guard.drop() // Run's goroutine comes back to raise it
+		}
+	}()
+	if err := r.save(ctx, false); err != nil && ctx.Err() == nil {
+		q.err = err
+		r.guard.drop() // the connection ends: a save failure, classified as any
+	}
+}
+
+// stopQuiet stops the interval timer when a Run ends; a save it is making
+// finishes first.
+func (r *Resumer[T, C]) stopQuiet() {
+	q := &r.quiet
+	q.mu.Lock()
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	q.armed, q.away, q.err, q.panicked, q.panicVal = false, false, nil, false, nil
+	q.mu.Unlock()
 }

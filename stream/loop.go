@@ -361,7 +361,13 @@ func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T
 		if err := ctx.Err(); err != nil {
 			return o.final(err)
 		}
+		away := r.interval > 0 && r.st.unsaved > 0 && r.leave(ctx) // a quiet stream is saved meanwhile
 		ev, err := conn.Recv(ctx)
+		if away {
+			if err := r.back(); err != nil {
+				return r.saveEnded(ctx, o, err)
+			}
+		}
 		if err != nil {
 			return r.connEnded(ctx, o, err)
 		}

@@ -170,9 +170,10 @@ func WithCheckpointEvery(n int) Option {
 // WithCheckpointInterval makes the Resumer save the Store at the first commit
 // after d has passed since the last save. Used alone it replaces the default
 // save-per-event; with [WithCheckpointEvery], whichever comes first saves.
-// After a crash, the events handled in the last d (or since the last event
-// of a quiet stream, until the connection ends) may be redelivered. A
-// negative d makes New fail; 0 turns interval saves off.
+// A stream that goes quiet is saved d after the last save all the same,
+// without waiting for its next event (with RunBatch: when the connection
+// ends). After a crash, the events handled in the last d may be
+// redelivered. A negative d makes New fail; 0 turns interval saves off.
 func WithCheckpointInterval(d time.Duration) Option {
 	return durationOption("WithCheckpointInterval", d, func(cfg *config) { cfg.interval = d })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pipeline runs the step under WithConcurrency by itself. The supervisor
@@ -24,6 +25,7 @@ type pipeline[T, C any] struct {
 	n        int
 	work     chan int32    // ready slots to the handlers; holds n
 	kick     chan struct{} // wakes the committer; holds 1
+	quiet    *time.Timer   // wakes the committer for an interval save; the committer's
 	room     chan struct{} // wakes the reader waiting for a free slot; holds 1
 	settled  chan struct{} // wakes the supervisor waiting in settle; holds 1
 	stopping chan struct{} // closed once nothing more may be read or started
@@ -371,6 +373,11 @@ func (p *pipeline[T, C]) finish(i int32, a action, err error) {
 // time a handler or the reader wakes it, and runs the supervisor's calls.
 func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
 	defer close(p.done)
+	defer func() {
+		if p.quiet != nil {
+			p.quiet.Stop()
+		}
+	}()
 	for p.commitOnce(ctx, r) {
 	}
 }
@@ -408,6 +415,16 @@ func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) (more
 		return false
 	}
 	return true
+}
+
+// wakeAfter wakes the committer after d, for the interval save of commits
+// the Store lags behind; only the committer calls it.
+func (p *pipeline[T, C]) wakeAfter(d time.Duration) {
+	if p.quiet == nil {
+		p.quiet = time.AfterFunc(d, func() { wake(p.kick) })
+		return
+	}
+	p.quiet.Reset(d)
 }
 
 // call runs f on the committer's goroutine and returns its error: the
@@ -471,6 +488,8 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *Resumer[T, C]) {
 			p.saveErr = err
 			p.mu.Unlock()
 			r.guard.drop() // the connection ends; the supervisor classifies the failure
+		} else if r.interval > 0 && r.st.unsaved > 0 && !r.st.saveFailed {
+			p.wakeAfter(r.interval - time.Since(r.st.lastSave)) // a stream gone quiet is saved all the same
 		}
 		p.commits.Add(int64(len(p.recs)))
 		if spent == nil || !p.parkHead(ctx, r, spent) {

@@ -64,6 +64,7 @@ type Resumer[T, C any] struct {
 	saveFailing atomic.Bool                    // the last Store.Save failed (the committer's; read by decide)
 	pipe        atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
 	st          loopState                      // the supervisor's; the committer's fields are the committer's (committer.go)
+	quiet       quietSave[T, C]                // the interval save of a serial loop blocked in Recv (committer.go)
 	guard       connGuard[T]                   // shared with the context watcher and the idle watchdog
 	// hookTurn holds the turn to run a hook, made by each run: hooks never
 	// overlap. A channel, not a mutex, so that a hook waiting on the clock
@@ -446,6 +447,7 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 // again leaves the first panic to go on.
 func (r *Resumer[T, C]) panicSave(ctx context.Context) {
 	defer func() { _ = recover() }()
+	r.stopQuiet()
 	_ = r.finalSave(ctx, outcome{end: finalEnd})
 }
 
@@ -499,6 +501,7 @@ func (r *Resumer[T, C]) enter(ctx context.Context) error {
 //
 //go:noinline
 func (r *Resumer[T, C]) stopped(ctx context.Context, o outcome) error {
+	r.stopQuiet()
 	if o.end == finalEnd && errwalk.Is(o.err, errBreak) {
 		o.err = nil // an All loop body stopped: no failure (All knows it broke)
 	}
