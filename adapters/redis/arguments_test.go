@@ -43,9 +43,15 @@ func TestBadArguments(t *testing.T) {
 			want: "redis: NewSource: WithMaxDeliveries = 3: an option of a Group, not of a Source"},
 		{name: "WithCount", err: func() error { _, err := redis.NewSource(rdb, "s", redis.WithCount(0)); return err },
 			want: "redis: WithCount: n = 0: must be at least 1"},
-		{name: "WithBlock", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithBlock(time.Microsecond)); return err },
+		{name: "WithBlock", err: func() error {
+			_, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithBlock(time.Microsecond))
+			return err
+		},
 			want: "redis: WithBlock: d = 1µs: must be at least 1ms"},
-		{name: "WithClaimIdle", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithClaimIdle(-time.Second)); return err },
+		{name: "WithClaimIdle", err: func() error {
+			_, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithClaimIdle(-time.Second))
+			return err
+		},
 			want: "redis: WithClaimIdle: d = -1s: must not be negative"},
 		{name: "WithMaxDeliveries", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithMaxDeliveries(0)); return err },
 			want: "redis: WithMaxDeliveries: n = 0: must be at least 1"},

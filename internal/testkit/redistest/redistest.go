@@ -8,10 +8,13 @@
 // port: without persistence that is a server that lost every key, as after
 // a crash or a FLUSHALL.
 //
+// A test of a program that starts its own server (examples/redis's demo)
+// takes the binary with [Require].
+//
 // The rule of every server of internal/testkit: when the binary is
-// missing, Start skips the test naming the one command that installs it
-// ([InstallCommand]), unless the environment variable CI is set: then it
-// fails it (CI never skips; .ci/run installs the server). The binary is
+// missing, Start and Require skip the test naming the one command that installs it
+// ([InstallCommand]), unless the environment variable CI is set: then they
+// fail it (CI never skips; .ci/run installs the server). The binary is
 // looked for in $RESUMABLE_REDIS_SERVER, else /usr/bin/redis-server, else
 // on $PATH ([Bin]). Nothing here sleeps for a fixed time: readiness is
 // polled with a deadline.
@@ -85,8 +88,11 @@ type Server struct {
 	starts   int
 }
 
-// Start starts a server for t, killed when t ends.
-func Start(t testing.TB) *Server {
+// Require returns the redis-server binary ([Bin]) for a test that runs
+// the server itself (a program under test that starts its own). When
+// there is none it skips t naming [InstallCommand], or fails t when the
+// environment variable CI is set.
+func Require(t testing.TB) string {
 	t.Helper()
 	bin, err := Bin()
 	if err != nil {
@@ -95,6 +101,13 @@ func Start(t testing.TB) *Server {
 		}
 		t.Fatalf("%v; CI is set, so the server is required (.ci/run installs it with: %s)", err, InstallCommand)
 	}
+	return bin
+}
+
+// Start starts a server for t, killed when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Require(t)
 	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
