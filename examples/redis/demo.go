@@ -43,8 +43,10 @@ const (
 // consumer b claims and handles them; then an entry whose handler always
 // fails is parked in a dead-letter file after maxDeliveries calls. It
 // checks what happened and returns nil when everything did as promised.
-func demo(ctx context.Context, w, stderr io.Writer) error {
-	stdout := &lockedWriter{w: w} // the consumers' goroutines print too
+func demo(ctx context.Context, w, ew io.Writer) error {
+	// The consumers' goroutines print too, and go-redis's logger writes
+	// to stderr.
+	stdout, stderr := &lockedWriter{w: w}, &lockedWriter{w: ew}
 	srv, err := startServer(ctx)
 	if err != nil {
 		return err
