@@ -96,7 +96,7 @@ func WithBlock(d time.Duration) Option {
 // NewGroup fail. Group only: NewSource refuses it.
 func WithClaimIdle(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		c.groupOnly = append(c.groupOnly, groupOption{"WithClaimIdle", d})
+		c.groupOnly = append(c.groupOnly, groupOption{name: "WithClaimIdle", value: d})
 		if d < 0 {
 			c.fail("WithClaimIdle", "d", d, "must not be negative")
 			return
@@ -113,7 +113,7 @@ func WithClaimIdle(d time.Duration) Option {
 // NewGroup fail. Group only: NewSource refuses it.
 func WithMaxDeliveries(n int) Option {
 	return optionFunc(func(c *config) {
-		c.groupOnly = append(c.groupOnly, groupOption{"WithMaxDeliveries", n})
+		c.groupOnly = append(c.groupOnly, groupOption{name: "WithMaxDeliveries", value: n})
 		if n < 1 {
 			c.fail("WithMaxDeliveries", "n", n, "must be at least 1")
 			return
