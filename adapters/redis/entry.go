@@ -33,16 +33,17 @@ var ErrPoison = errors.New("redis: delivery limit reached")
 // handle each other's entries twice).
 var ErrConsumerInUse = errors.New("redis: consumer name in use by another live connection")
 
-// Extract is the [cursor.Extractor] of both modes: an entry's cursor is its ID.
+// Extract is the [cursor.Extractor] of both modes: an entry's cursor is
+// its ID. [NewResumer] and [NewGroupResumer] set it.
 //
 // [cursor.Extractor]: https://pkg.go.dev/github.com/resumable-go/resumable/cursor#Extractor
 func Extract(e Entry) (string, error) { return e.ID, nil }
 
-// CompareIDs orders two stream entry IDs as Redis does (by milliseconds,
+// Compare orders two stream entry IDs as Redis does (by milliseconds,
 // then sequence), as cmp.Compare does: negative when a is before b. The
 // empty string and "0" are before every ID; text that is not an ID sorts
-// as 0-0.
-func CompareIDs(a, b string) int {
+// as 0-0. It is the cursor order of both modes ([NewResumer] sets it).
+func Compare(a, b string) int {
 	am, as := parseID(a)
 	bm, bs := parseID(b)
 	switch {
@@ -57,6 +58,11 @@ func CompareIDs(a, b string) int {
 	}
 	return 0
 }
+
+// CompareIDs is [Compare].
+//
+// Deprecated: use Compare, the name every adapter gives its cursor order.
+func CompareIDs(a, b string) int { return Compare(a, b) }
 
 // parseID splits an ID into its milliseconds and sequence; what is not an
 // ID is 0-0.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -81,34 +82,47 @@ var _ stream.Source[Entry, string] = (*Group)(nil)
 // NewGroup returns the consumer consumer of the group group on the stream
 // key of rdb (a *Client, *ClusterClient or *Ring of go-redis v9). Give
 // each process its own consumer name, and the same name again after a
-// restart, so that it gets its pending entries back. It returns an error
-// matching stream.ErrInvalidOption for a nil client, an empty name or a bad
-// option.
+// restart, so that it gets its pending entries back. Every argument is
+// checked at once: a nil client, an empty key, group or consumer and a bad
+// option each add an error matching stream.ErrInvalidOption that names the
+// argument, all joined.
 func NewGroup(rdb goredis.UniversalClient, key, group, consumer string, opts ...Option) (*Group, error) {
-	cfg := newConfig(opts)
-	if rdb == nil || key == "" || group == "" || consumer == "" {
-		cfg.fail("NewGroup: nil client or empty stream, group or consumer name")
+	var errs []error
+	if isNil(rdb) {
+		errs = append(errs, badarg.New("redis: NewGroup", "rdb", rdb, "required"))
 	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	for _, a := range []struct{ arg, value string }{{"key", key}, {"group", group}, {"consumer", consumer}} {
+		if a.value == "" {
+			errs = append(errs, badarg.New("redis: NewGroup", a.arg, a.value, "must not be empty"))
+		}
+	}
+	cfg := newConfig(opts)
+	if errs = append(errs, cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &Group{rdb: rdb, key: key, group: group, consumer: consumer, cfg: cfg,
 		hist: history{key: key}, tries: make(map[string]int64), again: make(map[string]bool), size: cfg.count}, nil
 }
 
-// NewGroupResumer returns a [stream.Resumer] over g: [Extract], the group
-// as the Store (Load has nothing to load, Save acknowledges), and handler
-// retries in place without a limit of their own, 10ms apart and doubling
-// up to 1s (stream.WithHandlerRetry): the delivery limit is
-// [WithMaxDeliveries], which [Group.Handler] enforces. opts come after
-// these. Run it with a handler wrapped by [Group.Handler] (without it, a
-// failing entry is retried forever); add stream.WithDeadLetter to park
-// poison entries. A resync hook (stream.WithResync) is called for entries
-// trimmed before they were read or acknowledged; the cursor it returns is
-// not used.
+// NewGroupResumer returns a [stream.Resumer] over g, the Group's
+// counterpart of [NewResumer]. It sets these defaults, which opts, coming
+// after them, may change:
+//   - [Extract] as the extractor, and the group as the Store (Load has
+//     nothing to load, Save acknowledges);
+//   - handler retries in place without a limit of their own, 10ms apart
+//     and doubling up to 1s (stream.WithHandlerRetry): the delivery limit
+//     is [WithMaxDeliveries], which [Group.Handler] enforces;
+//   - a resync hook (stream.WithHooks, added to the caller's): a resync
+//     (stream.WithResync) is called for entries trimmed before they were
+//     read or acknowledged; the cursor it returns is not used.
+//
+// Run it with a handler wrapped by [Group.Handler] (without it, a failing
+// entry is retried forever); add stream.WithDeadLetter to park poison
+// entries. A nil g is an error matching stream.ErrInvalidOption; opts are
+// checked by stream.New.
 func NewGroupResumer(g *Group, opts ...stream.Option) (*stream.Resumer[Entry, string], error) {
 	if g == nil {
-		return nil, fmt.Errorf("%w: redis: NewGroupResumer: nil Group", stream.ErrInvalidOption)
+		return nil, badarg.New("redis: NewGroupResumer", "g", g, "required")
 	}
 	base := []stream.Option{
 		stream.WithHandlerRetry(math.MaxInt32, groupRetry),
@@ -484,7 +498,7 @@ func (g *Group) check(in info, gi groupInfo) error {
 		return fmt.Errorf("redis: stream %q: missing after the group %q was created: %w", g.key, g.group, stream.ErrSourceChanged)
 	case !gi.exists:
 		return fmt.Errorf("redis: group %q of stream %q: was there, now missing: %w", g.group, g.key, stream.ErrSourceChanged)
-	case CompareIDs(gi.last, g.groupLast) < 0:
+	case Compare(gi.last, g.groupLast) < 0:
 		return fmt.Errorf("redis: group %q: last-delivered-id was %s, now %s (recreated or set back): %w", g.group, g.groupLast, gi.last, stream.ErrSourceChanged)
 	case gi.read > 0 && gi.read < g.groupRead:
 		return fmt.Errorf("redis: group %q: entries-read was %d, now %d (recreated or set back): %w", g.group, g.groupRead, gi.read, stream.ErrSourceChanged)
@@ -493,7 +507,7 @@ func (g *Group) check(in info, gi groupInfo) error {
 		return err
 	}
 	g.groupLast, g.groupRead = gi.last, max(gi.read, g.groupRead)
-	if gi.read > 0 && (in.length == 0 || CompareIDs(in.maxDeleted, in.first) < 0) && gi.last != g.gapOK && gap(in, gi.last, gi.read) {
+	if gi.read > 0 && (in.length == 0 || Compare(in.maxDeleted, in.first) < 0) && gi.last != g.gapOK && gap(in, gi.last, gi.read) {
 		g.gapAt = gi.last
 		return trimmed(g.key, "the group's last-delivered-id", gi.last, in)
 	}
@@ -967,7 +981,7 @@ func (c *groupConn) readNew(ctx context.Context) error {
 	g.grow(len(msgs))
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.newest != "" && CompareIDs(msgs[0].ID, g.newest) <= 0 {
+	if g.newest != "" && Compare(msgs[0].ID, g.newest) <= 0 {
 		return fmt.Errorf("redis: group %q: delivered %s as new after %s (recreated or set back): %w", g.group, msgs[0].ID, g.newest, stream.ErrSourceChanged)
 	}
 	g.newest = msgs[len(msgs)-1].ID

@@ -416,43 +416,12 @@ func TestGroupConcurrencyAcknowledgesAll(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run() = %v, want context.Canceled", err)
 	}
-	slices.SortFunc(got, redis.CompareIDs)
+	slices.SortFunc(got, redis.Compare)
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if p := pending(t, g); len(p) != 0 {
 		t.Errorf("pending = %v, want none", p)
-	}
-}
-
-func TestNewRefuses(t *testing.T) {
-	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
-	defer rdb.Close()
-	tests := []struct {
-		name string
-		err  func() error
-	}{
-		{name: "nil client", err: func() error { _, err := redis.NewSource(nil, "s"); return err }},
-		{name: "empty stream", err: func() error { _, err := redis.NewSource(rdb, ""); return err }},
-		{name: "group option on a source", err: func() error { _, err := redis.NewSource(rdb, "s", redis.WithClaimIdle(time.Second)); return err }},
-		{name: "count", err: func() error { _, err := redis.NewSource(rdb, "s", redis.WithCount(0)); return err }},
-		{name: "block", err: func() error { _, err := redis.NewSource(rdb, "s", redis.WithBlock(0)); return err }},
-		{name: "empty consumer", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", ""); return err }},
-		{name: "claim idle", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithClaimIdle(-1)); return err }},
-		{name: "max deliveries", err: func() error { _, err := redis.NewGroup(rdb, "s", "g", "c", redis.WithMaxDeliveries(0)); return err }},
-		{name: "nil group", err: func() error { _, err := redis.NewGroupResumer(nil); return err }},
-		{name: "nil store", err: func() error {
-			src, _ := redis.NewSource(rdb, "s")
-			_, err := redis.NewResumer(src, nil)
-			return err
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.err(); !errors.Is(err, stream.ErrInvalidOption) {
-				t.Errorf("error = %v, want ErrInvalidOption", err)
-			}
-		})
 	}
 }
 

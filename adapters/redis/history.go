@@ -58,11 +58,11 @@ func (h *history) check(in info) error {
 		}
 		return nil
 	}
-	if h.seen && (in.added < h.added || CompareIDs(in.last, h.last) < 0) {
+	if h.seen && (in.added < h.added || Compare(in.last, h.last) < 0) {
 		return fmt.Errorf("redis: stream %q: entries-added and last-generated-id were %d and %s, now %d and %s (deleted and added to again): %w",
 			h.key, h.added, h.last, in.added, in.last, stream.ErrSourceChanged)
 	}
-	if h.seen && (CompareIDs(in.maxDeleted, h.maxDeleted) < 0 || h.length > 0 && in.length > 0 && CompareIDs(in.first, h.first) < 0) {
+	if h.seen && (Compare(in.maxDeleted, h.maxDeleted) < 0 || h.length > 0 && in.length > 0 && Compare(in.first, h.first) < 0) {
 		return fmt.Errorf("redis: stream %q: max-deleted-entry-id and first entry were %s and %s, now %s and %s (deleted and added to again): %w",
 			h.key, h.maxDeleted, h.first, in.maxDeleted, in.first, stream.ErrSourceChanged)
 	}
@@ -88,12 +88,12 @@ func gap(in info, pos string, ord int64) bool {
 		if ord > 0 {
 			return in.added > ord
 		}
-		return CompareIDs(in.last, pos) > 0
+		return Compare(in.last, pos) > 0
 	}
-	if CompareIDs(in.first, pos) <= 0 {
+	if Compare(in.first, pos) <= 0 {
 		return false
 	}
-	if ord > 0 && CompareIDs(in.maxDeleted, in.first) < 0 {
+	if ord > 0 && Compare(in.maxDeleted, in.first) < 0 {
 		return in.added-in.length+1 > ord+1
 	}
 	return true

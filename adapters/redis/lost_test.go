@@ -75,7 +75,7 @@ func TestGroupLostReplyOfNewRead(t *testing.T) {
 	if err != nil {
 		t.Errorf("Run() = %v, want nil", err)
 	}
-	slices.SortFunc(got, redis.CompareIDs)
+	slices.SortFunc(got, redis.Compare)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}
@@ -120,7 +120,7 @@ func TestGroupLargeEntries(t *testing.T) {
 	if err != nil {
 		t.Errorf("Run() = %v, want nil", err)
 	}
-	slices.SortFunc(got, redis.CompareIDs)
+	slices.SortFunc(got, redis.Compare)
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}

@@ -1,10 +1,9 @@
 package redis
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // Defaults of the options.
@@ -26,7 +25,7 @@ type config struct {
 	block         time.Duration
 	claimIdle     time.Duration
 	maxDeliveries int64
-	groupOnly     []string // names of the group options given
+	groupOnly     []groupOption // the group options given
 	errs          []error
 }
 
@@ -44,8 +43,17 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: redis: "+format, append([]any{stream.ErrInvalidOption}, args...)...))
+// groupOption is an option of a Group given, by its name and value, so
+// that NewSource can refuse it.
+type groupOption struct {
+	name  string
+	value any
+}
+
+// fail records a bad argument arg = value of the option where
+// ("WithCount"): a [badarg.Error], which matches stream.ErrInvalidOption.
+func (c *config) fail(where, arg string, value any, why string) {
+	c.errs = append(c.errs, badarg.New("redis: "+where, arg, value, why))
 }
 
 // WithCount sets how many entries one read asks for (COUNT), and how many
@@ -54,7 +62,7 @@ func (c *config) fail(format string, args ...any) {
 func WithCount(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
-			c.fail("WithCount(%d): want at least 1", n)
+			c.fail("WithCount", "n", n, "must be at least 1")
 			return
 		}
 		c.count = int64(n)
@@ -71,7 +79,7 @@ func WithCount(n int) Option {
 func WithBlock(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
-			c.fail("WithBlock(%v): want at least 1ms", d)
+			c.fail("WithBlock", "d", d, "must be at least 1ms")
 			return
 		}
 		c.block = d
@@ -88,9 +96,9 @@ func WithBlock(d time.Duration) Option {
 // NewGroup fail. Group only: NewSource refuses it.
 func WithClaimIdle(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		c.groupOnly = append(c.groupOnly, "WithClaimIdle")
+		c.groupOnly = append(c.groupOnly, groupOption{name: "WithClaimIdle", value: d})
 		if d < 0 {
-			c.fail("WithClaimIdle(%v): negative", d)
+			c.fail("WithClaimIdle", "d", d, "must not be negative")
 			return
 		}
 		c.claimIdle = d
@@ -105,9 +113,9 @@ func WithClaimIdle(d time.Duration) Option {
 // NewGroup fail. Group only: NewSource refuses it.
 func WithMaxDeliveries(n int) Option {
 	return optionFunc(func(c *config) {
-		c.groupOnly = append(c.groupOnly, "WithMaxDeliveries")
+		c.groupOnly = append(c.groupOnly, groupOption{name: "WithMaxDeliveries", value: n})
 		if n < 1 {
-			c.fail("WithMaxDeliveries(%d): want at least 1", n)
+			c.fail("WithMaxDeliveries", "n", n, "must be at least 1")
 			return
 		}
 		c.maxDeliveries = int64(n)

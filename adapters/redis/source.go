@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -44,33 +46,67 @@ type Source struct {
 var _ stream.Source[Entry, string] = (*Source)(nil)
 
 // NewSource returns a Source over the stream key of rdb (a *Client,
-// *ClusterClient or *Ring of go-redis v9). It returns an error matching
-// stream.ErrInvalidOption for a nil client, an empty key or a bad option.
+// *ClusterClient or *Ring of go-redis v9). Every argument is checked at
+// once: a nil client, an empty key, a bad option or an option of a Group
+// (WithClaimIdle, WithMaxDeliveries) each add an error matching
+// stream.ErrInvalidOption that names the argument, all joined.
 func NewSource(rdb goredis.UniversalClient, key string, opts ...Option) (*Source, error) {
+	var errs []error
+	if isNil(rdb) {
+		errs = append(errs, badarg.New("redis: NewSource", "rdb", rdb, "required"))
+	}
+	if key == "" {
+		errs = append(errs, badarg.New("redis: NewSource", "key", key, "must not be empty"))
+	}
 	cfg := newConfig(opts)
-	if rdb == nil || key == "" {
-		cfg.fail("NewSource: nil client or empty stream name")
+	for _, o := range cfg.groupOnly {
+		errs = append(errs, badarg.New("redis: NewSource", o.name, o.value, "an option of a Group, not of a Source"))
 	}
-	for _, name := range cfg.groupOnly {
-		cfg.fail("NewSource: %s is an option of a Group", name)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	if errs = append(errs, cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}}, nil
 }
 
-// NewResumer returns a [stream.Resumer] over src with its cursor in store,
-// [Extract] and [CompareIDs] as the cursor order; opts come after these.
+// NewResumer returns a [stream.Resumer] over src with its cursor in store
+// (any cursor.Store: a file, etcd's fenced store, PostgreSQL's). It sets
+// these defaults, which opts, coming after them, may change:
+//   - [Extract] as the extractor and [Compare] as the cursor order
+//     (stream.WithCursorOrder: a cursor that goes back fails Run);
+//   - a resync hook (stream.WithHooks, added to the caller's) that tells
+//     src the cursor a resync (stream.WithResync) returned: the stream
+//     goes on after it, taken as covering every entry before it.
+//
 // A fresh store (the empty cursor) reads from the stream's first entry.
-// After a resync (stream.WithResync), the stream goes on after the cursor
-// the resync returned, taken as covering every entry before it.
+// A nil src or store each add an error matching stream.ErrInvalidOption,
+// joined; opts are then checked by stream.New.
 func NewResumer(src *Source, store cursor.Store[string], opts ...stream.Option) (*stream.Resumer[Entry, string], error) {
-	if src == nil || store == nil {
-		return nil, fmt.Errorf("%w: redis: NewResumer: nil Source or Store", stream.ErrInvalidOption)
+	var errs []error
+	if src == nil {
+		errs = append(errs, badarg.New("redis: NewResumer", "src", src, "required"))
 	}
-	base := []stream.Option{stream.WithCursorOrder(CompareIDs), stream.WithHooks(stream.Hooks[string]{OnResync: src.onResync})}
+	if isNil(store) {
+		errs = append(errs, badarg.New("redis: NewResumer", "store", store, "required"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	base := []stream.Option{stream.WithCursorOrder(Compare), stream.WithHooks(stream.Hooks[string]{OnResync: src.onResync})}
 	return stream.New(src, Extract, store, append(base, opts...)...)
+}
+
+// isNil reports whether v is nil or holds a nil pointer (a typed nil
+// client or store would fail only at its first use).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func (s *Source) onResync(ev stream.ResyncEvent[string]) {
@@ -113,11 +149,11 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	if after != "" && !in.exists {
 		return nil, fmt.Errorf("redis: stream %q: was there at cursor %s, now missing: %w", s.key, after, stream.ErrSourceChanged)
 	}
-	if in.exists && CompareIDs(in.last, after) < 0 {
+	if in.exists && Compare(in.last, after) < 0 {
 		return nil, fmt.Errorf("redis: stream %q: last-generated-id %s is before the cursor %s: %w", s.key, in.last, after, stream.ErrSourceChanged)
 	}
-	if in.exists && after != "" && after != s.resynced && len(at) == 0 && in.length > 0 && CompareIDs(in.maxDeleted, after) < 0 &&
-		(in.added == in.length || CompareIDs(in.first, after) <= 0) {
+	if in.exists && after != "" && after != s.resynced && len(at) == 0 && in.length > 0 && Compare(in.maxDeleted, after) < 0 &&
+		(in.added == in.length || Compare(in.first, after) <= 0) {
 		// The cursor is no entry of this stream, and was not removed
 		// from it: none was (its first entry is its first ever), or it
 		// would lie among the entries present and none of those was
@@ -271,7 +307,7 @@ func (c *sourceConn) check(in info, pos string) error {
 	switch {
 	case in.exists && pos != "" && pos == in.last:
 		s.ord = in.added
-	case CompareIDs(in.maxDeleted, pos) > 0:
+	case Compare(in.maxDeleted, pos) > 0:
 		s.ord = 0 // entries after pos were deleted: counting them is wrong
 	}
 	return nil

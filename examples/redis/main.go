@@ -23,8 +23,19 @@
 // saying which on stderr. On SIGTERM or SIGINT it finishes the entries in
 // hand, acknowledges them and exits with status 0.
 //
+// With no arguments it runs a demo that needs only redis-server (looked
+// for in $RESUMABLE_REDIS_SERVER, else /usr/bin/redis-server, else on
+// $PATH): it starts a throw-away server on a free port of 127.0.0.1,
+// cuts consumer a off from it while its handler holds three entries,
+// shows consumer b claim and handle them once they were idle for 1s, and
+// an entry whose handler always fails parked in a dead-letter file after 3
+// calls; it checks all that, prints what happened and exits with status 0.
+// Without redis-server it prints the command that installs it and exits
+// with status 2.
+//
 // Usage:
 //
+//	go run ./examples/redis                 # the demo
 //	go run ./examples/redis -addr HOST:PORT -stream NAME -group NAME -consumer NAME
 //	    [-claim-idle 30s] [-max-deliveries 3] [-dead-letter FILE]
 package main
@@ -50,9 +61,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Stdout, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Stdout, os.Stderr, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "redis:", err)
 		stop()
+		if errors.Is(err, errNoServer) {
+			fmt.Fprintf(os.Stderr, "install it with:\n\t%s\n", installCommand)
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -60,8 +75,14 @@ func main() {
 // errPoison is the handler's error for a poison entry.
 var errPoison = errors.New("poison entry")
 
-func run(ctx context.Context, stdout io.Writer, args []string) error {
+// run is the whole program: the demo with no arguments, else the consumer
+// the flags describe, until ctx ends.
+func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+	if len(args) == 0 {
+		return demo(ctx, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("redis", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "Redis `HOST:PORT`")
 	key := fs.String("stream", "", "the stream's `NAME`")
 	group := fs.String("group", "", "the consumer group's `NAME`")

@@ -8,17 +8,25 @@
 // port: without persistence that is a server that lost every key, as after
 // a crash or a FLUSHALL.
 //
-// When the binary is missing, Start skips the test, unless the environment
-// variable CI is set: then it fails it. The binary is looked for in
-// $RESUMABLE_REDIS_SERVER, else /usr/bin/redis-server. Nothing here sleeps
-// for a fixed time: readiness is polled with a deadline.
+// A test of a program that starts its own server (examples/redis's demo)
+// takes the binary with [Require].
+//
+// The rule of every server of internal/testkit: when the binary is
+// missing, Start and Require skip the test naming the one command that installs it
+// ([InstallCommand]), unless the environment variable CI is set: then they
+// fail it (CI never skips; .ci/run installs the server). The binary is
+// looked for in $RESUMABLE_REDIS_SERVER, else /usr/bin/redis-server, else
+// on $PATH ([Bin]). Nothing here sleeps for a fixed time: readiness is
+// polled with a deadline.
 package redistest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -34,6 +42,34 @@ const EnvBin = "RESUMABLE_REDIS_SERVER"
 
 // DefaultBin is where Debian's redis-server package installs the server.
 const DefaultBin = "/usr/bin/redis-server"
+
+// InstallCommand is the one command that installs the server (Debian's
+// and Ubuntu's package), named when it is missing.
+const InstallCommand = "apt-get install redis-server"
+
+// ErrNoBinary is matched by the error [Bin] returns when no redis-server
+// binary is found.
+var ErrNoBinary = errors.New("redistest: redis-server not found")
+
+// Bin returns the redis-server binary to run: $RESUMABLE_REDIS_SERVER when
+// set, else DefaultBin, else redis-server on $PATH. It returns an error
+// matching [ErrNoBinary] when there is none.
+func Bin() (string, error) {
+	if bin := os.Getenv(EnvBin); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("%w: %s=%s: %v", ErrNoBinary, EnvBin, bin, err)
+		}
+		return bin, nil
+	}
+	if _, err := os.Stat(DefaultBin); err == nil {
+		return DefaultBin, nil
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%w: not at %s nor on $PATH", ErrNoBinary, DefaultBin)
+	}
+	return bin, nil
+}
 
 // Timeout bounds every wait of the harness; it guards against a hang and
 // is never a timing assertion.
@@ -52,19 +88,26 @@ type Server struct {
 	starts   int
 }
 
+// Require returns the redis-server binary ([Bin]) for a test that runs
+// the server itself (a program under test that starts its own). When
+// there is none it skips t naming [InstallCommand], or fails t when the
+// environment variable CI is set.
+func Require(t testing.TB) string {
+	t.Helper()
+	bin, err := Bin()
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("%v; install it with: %s (CI unset: skipping)", err, InstallCommand)
+		}
+		t.Fatalf("%v; CI is set, so the server is required (.ci/run installs it with: %s)", err, InstallCommand)
+	}
+	return bin
+}
+
 // Start starts a server for t, killed when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := os.Getenv(EnvBin)
-	if bin == "" {
-		bin = DefaultBin
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redistest: %s: %v (CI is set: the server is required)", bin, err)
-		}
-		t.Skipf("redistest: %s not found: %v", bin, err)
-	}
+	bin := Require(t)
 	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
