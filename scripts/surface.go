@@ -74,7 +74,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	total, over := 0, 0
+	total, over, deprecated := 0, 0, 0
 	for _, dir := range packages {
 		names, err := exported(dir)
 		if err != nil {
@@ -82,6 +82,13 @@ func main() {
 			os.Exit(1)
 		}
 		total += len(names)
+		dep := 0
+		for _, n := range names {
+			if strings.HasSuffix(n, deprecatedMark) {
+				dep++
+			}
+		}
+		deprecated += dep
 		budget, ok := budgets[filepath.ToSlash(dir)]
 		note := ""
 		switch {
@@ -90,6 +97,9 @@ func main() {
 		case len(names) > budget:
 			note, over = fmt.Sprintf("  over its budget of %d", budget), over+1
 		}
+		if dep > 0 {
+			note = fmt.Sprintf("  (%d deprecated)", dep) + note
+		}
 		fmt.Printf("%-22s %4d%s\n", dir, len(names), note)
 		if *verbose {
 			for _, n := range names {
@@ -97,7 +107,7 @@ func main() {
 			}
 		}
 	}
-	fmt.Printf("%-22s %4d\n", "total", total)
+	fmt.Printf("%-22s %4d  (%d deprecated, kept for compatibility: %d live)\n", "total", total, deprecated, total-deprecated)
 	if *check && over > 0 {
 		fmt.Fprintf(os.Stderr, "%d packages over or without a budget: a new name must earn its place (or raise the budget in docs/contributing.md, and say why)\n", over)
 		os.Exit(1)
@@ -147,7 +157,7 @@ func exported(dir string) ([]string, error) {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return nil, err
 		}
@@ -162,30 +172,54 @@ func exported(dir string) ([]string, error) {
 	return names, nil
 }
 
+// deprecatedMark ends the name of a declaration whose doc has a
+// "Deprecated: " paragraph: counted, and shown apart.
+const deprecatedMark = " (deprecated)"
+
+// deprecated reports whether a doc comment has a "Deprecated: " paragraph.
+func deprecated(docs ...*ast.CommentGroup) bool {
+	for _, doc := range docs {
+		if doc == nil {
+			continue
+		}
+		text := doc.Text()
+		if strings.HasPrefix(text, "Deprecated: ") || strings.Contains(text, "\n\nDeprecated: ") {
+			return true
+		}
+	}
+	return false
+}
+
 func declNames(decl ast.Decl) []string {
 	var names []string
+	mark := func(name string, docs ...*ast.CommentGroup) string {
+		if deprecated(docs...) {
+			return name + deprecatedMark
+		}
+		return name
+	}
 	switch d := decl.(type) {
 	case *ast.FuncDecl:
 		if !d.Name.IsExported() {
 			return nil
 		}
 		if d.Recv == nil {
-			return []string{d.Name.Name}
+			return []string{mark(d.Name.Name, d.Doc)}
 		}
 		if recv := recvType(d.Recv.List[0].Type); ast.IsExported(recv) {
-			return []string{recv + "." + d.Name.Name}
+			return []string{mark(recv+"."+d.Name.Name, d.Doc)}
 		}
 	case *ast.GenDecl:
 		for _, spec := range d.Specs {
 			switch s := spec.(type) {
 			case *ast.TypeSpec:
 				if s.Name.IsExported() {
-					names = append(names, s.Name.Name)
+					names = append(names, mark(s.Name.Name, d.Doc, s.Doc))
 				}
 			case *ast.ValueSpec:
 				for _, n := range s.Names {
 					if n.IsExported() {
-						names = append(names, n.Name)
+						names = append(names, mark(n.Name, d.Doc, s.Doc))
 					}
 				}
 			}
