@@ -72,7 +72,9 @@ func WithLogger(l *zap.Logger) GroupOption {
 
 // WithGroupBackoff sets the delays after a failed lease or etcd request,
 // or a stream's run that returned. Nil means the default: exponential from
-// 200 ms to 5 s, never giving up.
+// 200 ms to 5 s, never giving up. It is the Group's own policy, named
+// apart from [stream.WithBackoff], which sets a Resumer's delays between
+// reopens inside a run; a policy that gives up ends [Group.Run].
 func WithGroupBackoff(p backoff.Policy) GroupOption {
 	return groupOption(func(g *Group) { g.policy = cmp.Or(p, g.policy) })
 }
