@@ -52,7 +52,7 @@ func BenchmarkConnRecv(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	conn, err := etcd.NewSource(w, "/p/").Open(ctx, etcd.Cursor{})
+	conn, err := newSource(b, w, "/p/").Open(ctx, etcd.Cursor{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func BenchmarkResumer(b *testing.B) {
 			defer c.Close()
 			prefix := fmt.Sprintf("/bench/resumer/%d/", time.Now().UnixNano())
 			start := writeEvents(b, c, prefix, b.N, perRev)
-			r, err := stream.New(etcd.NewSource(c, prefix), etcd.Extract, cursor.NewMemory(etcd.Cursor{Revision: start}))
+			r, err := stream.New(newSource(b, c, prefix), etcd.Extract, cursor.NewMemory(etcd.Cursor{Revision: start}))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,12 @@
 //	r, err := etcd.NewResumer(client, "/orders/", store)
 //	err = r.Run(ctx, func(ctx context.Context, ev etcd.Event) error { … })
 //
+// [NewResumer] wires [NewSource], the extractor [Extract], the cursor order
+// [Compare] and a resync; use the parts for a Resumer of your own. Errors
+// are marked where they arise (see [NewSource]); every constructor and
+// option reports a bad argument with an error matching
+// [stream.ErrInvalidOption] that names it, all at once.
+//
 // A [Cursor] is a revision and how many of its events were handled, so a
 // stream stopped inside a transaction resumes with its next event. The zero
 // Cursor resumes from revision 1; [Now] is the current revision's. A

@@ -2,9 +2,8 @@ package etcd
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/cursor"
 )
 
 // ErrNotOwner is matched by the error of a fenced Save ([NewStore]) whose
@@ -23,18 +22,9 @@ var errClientClosed = errors.New("etcd: the client is closed")
 
 var errAlreadyRunning = errors.New("etcd: Group.Run is already in progress")
 
-// marked reads as err and matches both err and mark, a sentinel whose own
-// message would not fit.
-type marked struct {
-	err  error
-	mark error
-}
+// corrupt reads as err and matches cursor.ErrCorrupt too, whose own
+// message ("corrupt cursor file") would not fit a key.
+type corrupt struct{ err error }
 
-func (e *marked) Error() string   { return e.err.Error() }
-func (e *marked) Unwrap() []error { return []error{e.err, e.mark} }
-
-// invalid returns the error of a bad argument, matching
-// [stream.ErrInvalidOption].
-func invalid(format string, a ...any) error {
-	return &marked{err: fmt.Errorf(format, a...), mark: stream.ErrInvalidOption}
-}
+func (e *corrupt) Error() string   { return e.err.Error() }
+func (e *corrupt) Unwrap() []error { return []error{e.err, cursor.ErrCorrupt} }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // Event is one change under a watched prefix, or a marker around a resync's
@@ -65,10 +66,11 @@ type Cursor struct {
 	Cluster uint64 `json:"cluster,omitempty"`
 }
 
-// compare orders cursors as cmp.Compare does; a whole revision (Index 0)
-// comes after every position in it. Cluster IDs are not compared: two
+// Compare is the order of cursors ([stream.WithCursorOrder]), negative,
+// zero or positive as cmp.Compare: by revision, and a whole revision
+// (Index 0) after every position in it. Cluster IDs are not compared: two
 // histories have no order.
-func compare(a, b Cursor) int {
+func Compare(a, b Cursor) int {
 	if c := cmp.Compare(a.Revision, b.Revision); c != 0 {
 		return c
 	}
@@ -102,9 +104,10 @@ func (c Cursor) watchFrom() (rev int64, skip int) {
 	return c.Revision, c.Index
 }
 
-// extract is the [cursor.Extractor] for [Event]; a progress notification
-// is [cursor.ProgressOnly].
-func extract(ev Event) (Cursor, error) {
+// Extract is the [cursor.Extractor] of a [NewSource] Source: an event's
+// cursor is its Cursor field; a progress notification is committed without
+// being handed over ([cursor.ProgressOnly]).
+func Extract(ev Event) (Cursor, error) {
 	if ev.progress {
 		return ev.Cursor, cursor.ProgressOnly
 	}
@@ -113,7 +116,7 @@ func extract(ev Event) (Cursor, error) {
 
 func (c Cursor) validate() error {
 	if c.Revision < 0 || c.Index < 0 {
-		return fmt.Errorf("etcd: cursor {revision %d, index %d}: both must be at least 0", c.Revision, c.Index)
+		return badarg.New("etcd: Open", "after", fmt.Sprintf("{revision %d, index %d}", c.Revision, c.Index), "revision and index must be at least 0")
 	}
 	return nil
 }

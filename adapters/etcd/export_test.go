@@ -8,11 +8,7 @@ import (
 
 // The building blocks of NewResumer, for the package's tests.
 var (
-	NewSource  = newSource
-	Extract    = extract
-	Compare    = compare
-	Classifier = classifier
-	Resync     = resync
+	Resync = resync
 
 	ErrAlreadyRunning = errAlreadyRunning
 )

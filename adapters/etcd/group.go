@@ -20,6 +20,7 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/internal/wait"
 )
 
@@ -71,7 +72,9 @@ func WithLogger(l *zap.Logger) GroupOption {
 
 // WithGroupBackoff sets the delays after a failed lease or etcd request,
 // or a stream's run that returned. Nil means the default: exponential from
-// 200 ms to 5 s, never giving up.
+// 200 ms to 5 s, never giving up. It is the Group's own policy, named
+// apart from [stream.WithBackoff], which sets a Resumer's delays between
+// reopens inside a run; a policy that gives up ends [Group.Run].
 func WithGroupBackoff(p backoff.Policy) GroupOption {
 	return groupOption(func(g *Group) { g.policy = cmp.Or(p, g.policy) })
 }
@@ -112,11 +115,12 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 	if v, ok := g.policy.(interface{ Validate() error }); ok {
 		bad = v.Validate()
 	}
-	if err := errors.Join(validName("member", member),
-		invalidIf(client == nil, "etcd: NewGroup: the client is nil"),
-		invalidIf(g.ttl < time.Second, "etcd: WithTTL(%v): the TTL must be at least 1s", g.ttl),
-		invalidIf(g.prefix == "", "etcd: WithKeyPrefix(\"\"): the prefix must not be empty"),
-		invalidIf(bad != nil, "etcd: WithGroupBackoff: %w", bad)); err != nil {
+	if err := errors.Join(
+		invalidIf(client == nil, "NewGroup", "client", nil, "must not be nil"),
+		validName("NewGroup", "member", member),
+		invalidIf(g.ttl < time.Second, "WithTTL", "d", g.ttl, "must be at least 1s"),
+		invalidIf(g.prefix == "", "WithKeyPrefix", "p", g.prefix, "must not be empty"),
+		invalidIf(bad != nil, "WithGroupBackoff", "p", bad, "is not a valid policy")); err != nil {
 		return nil, err
 	}
 	g.hooks = slices.DeleteFunc(g.hooks, func(f func(OwnerEvent)) bool { return f == nil })
@@ -125,16 +129,18 @@ func NewGroup(client *clientv3.Client, member string, opts ...GroupOption) (*Gro
 }
 
 // validName: a name becomes part of a key and a line of the member key.
-func validName(what, name string) error {
+func validName(where, arg, name string) error {
 	bad := name == "" || strings.ContainsFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) })
-	return invalidIf(bad, "etcd: %s name %q: use printable characters other than white space and '/'", what, name)
+	return invalidIf(bad, where, arg, name, "must be printable characters other than white space and '/'")
 }
 
-func invalidIf(bad bool, format string, a ...any) error {
+// invalidIf returns, when bad, the [badarg] error of the argument arg of
+// where ("NewGroup", "WithTTL").
+func invalidIf(bad bool, where, arg string, value any, why string) error {
 	if !bad {
 		return nil
 	}
-	return invalid(format, a...)
+	return badarg.New("etcd: "+where, arg, value, why)
 }
 
 // RunFunc runs one stream while o owns it. Once ctx ends (the stream
@@ -165,13 +171,16 @@ type RunFunc func(ctx context.Context, o *Owner) error
 // without "/": else Run returns an error matching [stream.ErrInvalidOption],
 // as for a nil run. It fails at once while another Run of this Group runs.
 func (g *Group) Run(ctx context.Context, streams []string, run RunFunc) error {
-	err, offered := invalidIf(run == nil, "etcd: Group.Run: run is nil"), make(map[string]bool, len(streams))
+	errs, offered := []error{invalidIf(run == nil, "Group.Run", "run", nil, "must not be nil")}, make(map[string]bool, len(streams))
 	for _, s := range streams {
-		err = cmp.Or(err, validName("stream", s), invalidIf(offered[s], "etcd: stream %q is named twice", s))
+		errs = append(errs, validName("Group.Run", "streams", s), invalidIf(offered[s], "Group.Run", "streams", s, "named twice"))
 		offered[s] = true
 	}
-	if err != nil || !g.running.CompareAndSwap(false, true) {
-		return cmp.Or[error](err, errAlreadyRunning)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if !g.running.CompareAndSwap(false, true) {
+		return errAlreadyRunning
 	}
 	defer g.running.Store(false)
 	seq := g.policy.NewSequence()

@@ -16,7 +16,6 @@ import (
 	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/hrw"
 	"github.com/resumable-go/resumable/errclass"
-	"github.com/resumable-go/resumable/stream"
 )
 
 // ttl is the members' lease TTL in these tests: the smallest etcd grants.
@@ -369,57 +368,6 @@ func TestGroupRestartsReturnedRun(t *testing.T) {
 	case <-again:
 	case <-time.After(deadline):
 		t.Fatal("the run was not started again")
-	}
-}
-
-func TestNewGroupInvalid(t *testing.T) {
-	c := newClient(t)
-	tests := []struct {
-		name   string
-		client *clientv3.Client
-		member string
-		opts   []etcd.GroupOption
-	}{
-		{name: "nil client", client: nil, member: "a"},
-		{name: "empty member", client: c, member: ""},
-		{name: "slash in member", client: c, member: "a/b"},
-		{name: "space in member", client: c, member: "a b"},
-		{name: "short ttl", client: c, member: "a", opts: []etcd.GroupOption{etcd.WithTTL(time.Millisecond)}},
-		{name: "empty prefix", client: c, member: "a", opts: []etcd.GroupOption{etcd.WithKeyPrefix("")}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := etcd.NewGroup(tt.client, tt.member, tt.opts...); !errors.Is(err, stream.ErrInvalidOption) {
-				t.Errorf("NewGroup() = %v, want %v", err, stream.ErrInvalidOption)
-			}
-		})
-	}
-}
-
-func TestGroupRunInvalid(t *testing.T) {
-	c := newClient(t)
-	g, err := etcd.NewGroup(c, "a", etcd.WithKeyPrefix(newPrefix(t)))
-	if err != nil {
-		t.Fatalf("NewGroup() = %v", err)
-	}
-	noop := func(ctx context.Context, _ *etcd.Owner) error { <-ctx.Done(); return nil }
-	tests := []struct {
-		name    string
-		streams []string
-		run     etcd.RunFunc
-	}{
-		{name: "nil run", streams: []string{"s"}, run: nil},
-		{name: "empty name", streams: []string{""}, run: noop},
-		{name: "slash", streams: []string{"a/b"}, run: noop},
-		{name: "newline", streams: []string{"a\nb"}, run: noop},
-		{name: "twice", streams: []string{"s", "t", "s"}, run: noop},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := g.Run(ctxFor(t), tt.streams, tt.run); !errors.Is(err, stream.ErrInvalidOption) {
-				t.Errorf("Run(%q) = %v, want %v", tt.streams, err, stream.ErrInvalidOption)
-			}
-		})
 	}
 }
 

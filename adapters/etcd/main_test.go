@@ -12,7 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/resumable-go/resumable/adapters/etcd"
 	"github.com/resumable-go/resumable/adapters/etcd/internal/etcdtest"
+	"github.com/resumable-go/resumable/stream"
 )
 
 // server is the embedded etcd every test of the package shares; each test
@@ -90,4 +92,14 @@ func txnPut(t *testing.T, c *clientv3.Client, keys ...string) int64 {
 		t.Fatalf("Txn() = %v", err)
 	}
 	return resp.Header.Revision
+}
+
+// newSource returns etcd.NewSource(w, prefix), failing tb on an error.
+func newSource(tb testing.TB, w clientv3.Watcher, prefix string) stream.Source[etcd.Event, etcd.Cursor] {
+	tb.Helper()
+	src, err := etcd.NewSource(w, prefix)
+	if err != nil {
+		tb.Fatalf("NewSource() = %v", err)
+	}
+	return src
 }

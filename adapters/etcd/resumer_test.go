@@ -121,7 +121,7 @@ func TestResumerCutInsideTransaction(t *testing.T) {
 	p := newPrefix(t)
 	keys := txnKeys(p, 50)
 	rev := txnPut(t, c, keys...)
-	src := &breaking{src: etcd.NewSource(c, p), every: 7}
+	src := &breaking{src: newSource(t, c, p), every: 7}
 	r, err := stream.New(src, etcd.Extract, cursor.NewMemory(etcd.Cursor{Revision: rev - 1}),
 		stream.WithBackoff(backoff.Constant(0)), stream.WithCursorOrder(etcd.Compare))
 	if err != nil {
@@ -291,7 +291,7 @@ func TestResumerSourceChanged(t *testing.T) {
 	id := clusterID(t, c)
 	saved := etcd.Cursor{Revision: now + 1000, Index: 1, Cluster: id}
 
-	r, err := stream.New(etcd.NewSource(c, p), etcd.Extract, cursor.NewMemory(saved), stream.WithClassifier(etcd.Classifier()))
+	r, err := stream.New(newSource(t, c, p), etcd.Extract, cursor.NewMemory(saved))
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

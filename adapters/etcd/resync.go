@@ -24,7 +24,7 @@ func resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event
 	return func(ctx context.Context, _ error, emit func(Event) error) (Cursor, error) {
 		resp, err := kv.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize)))
 		if err != nil {
-			return Cursor{}, fmt.Errorf("etcd: resync of %q: %w", prefix, err)
+			return Cursor{}, refused(fmt.Errorf("etcd: resync of %q: %w", prefix, err))
 		}
 		at := Cursor{Revision: resp.Header.Revision, Cluster: resp.Header.ClusterId}
 		if err := emit(Event{ResyncStart: true, Cursor: at}); err != nil {
@@ -51,7 +51,7 @@ func resync(kv clientv3.KV, prefix string, pageSize int) stream.ResyncFunc[Event
 			next := string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 			resp, err = kv.Get(ctx, next, clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize)), clientv3.WithRev(at.Revision))
 			if err != nil {
-				return Cursor{}, fmt.Errorf("etcd: resync of %q at revision %d: %w", prefix, at.Revision, err)
+				return Cursor{}, refused(fmt.Errorf("etcd: resync of %q at revision %d: %w", prefix, at.Revision, err))
 			}
 		}
 		if err := emit(Event{ResyncEnd: true, Cursor: at}); err != nil {

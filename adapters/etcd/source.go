@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -21,12 +22,29 @@ type source struct {
 	prefix string
 }
 
-// newSource returns the Source of NewResumer. When w is also a KV, Open
-// checks the cluster with a linearizable read, and again after probeEvery
-// of silence: etcd's client silently reopens a broken watch on whatever
-// answers, and a cluster behind the watch's revision sends it nothing.
-// With a bare Watcher only the responses' cluster ID is checked.
-func newSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
+// NewSource returns the [stream.Source] of a watch of the keys under prefix
+// (every key when prefix is empty), whose extractor is [Extract] and order
+// [Compare]; [NewResumer] wires it with a resync. w is usually a
+// *clientv3.Client: when w is also a KV, Open checks the cluster with a
+// linearizable read, and again after 10 s of silence (etcd's client
+// silently reopens a broken watch on whatever answers, and a cluster
+// behind the watch's revision sends it nothing); with a bare Watcher only
+// the responses' cluster ID is checked.
+//
+// Its errors are marked where they arise: a compacted cursor is
+// [errclass.CursorExpired], another history [stream.ErrSourceChanged],
+// PermissionDenied, Unauthenticated and InvalidArgument
+// [errclass.Permanent], a closed client permanent too; the rest is
+// retried. It returns an error matching [stream.ErrInvalidOption] for a
+// nil w.
+func NewSource(w clientv3.Watcher, prefix string) (stream.Source[Event, Cursor], error) {
+	if w == nil {
+		return nil, badarg.New("etcd: NewSource", "w", nil, "must not be nil")
+	}
+	return newSource(w, prefix), nil
+}
+
+func newSource(w clientv3.Watcher, prefix string) *source {
 	kv, _ := w.(clientv3.KV)
 	return &source{w: w, kv: kv, prefix: prefix}
 }
@@ -34,7 +52,7 @@ func newSource(w clientv3.Watcher, prefix string) stream.Source[Event, Cursor] {
 // Open watches the events after after, once the cluster shows its history.
 func (s *source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
-		return nil, errclass.Permanent(invalid("%w", err))
+		return nil, errclass.Permanent(err)
 	}
 	if err := s.clientErr(); err != nil {
 		return nil, err
@@ -145,7 +163,7 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			// behind the revision this watch started at could report less:
 			// never move the cursor back.
 			p := Cursor{Revision: resp.Header.GetRevision(), Cluster: c.cluster}
-			if compare(p, c.last) <= 0 {
+			if Compare(p, c.last) <= 0 {
 				continue
 			}
 			c.last = p
@@ -250,7 +268,7 @@ func (c *conn) verify(ctx context.Context) error {
 	}
 	resp, err := c.src.kv.Get(ctx, key, clientv3.WithCountOnly())
 	if err != nil {
-		return fmt.Errorf("etcd: watch of %q: reading the cluster's revision: %w", c.src.prefix, err)
+		return refused(fmt.Errorf("etcd: watch of %q: reading the cluster's revision: %w", c.src.prefix, err))
 	}
 	if err := c.sameCluster(resp.Header.GetClusterId()); err != nil {
 		return err
@@ -268,7 +286,7 @@ func (c *conn) fail(resp clientv3.WatchResponse, err error) error {
 		return errclass.CursorExpired(fmt.Errorf("etcd: watch of %q from revision %d: %w (history before revision %d is gone)",
 			c.src.prefix, c.from, err, resp.CompactRevision))
 	}
-	return fmt.Errorf("etcd: watch of %q from revision %d: %w", c.src.prefix, c.from, err)
+	return refused(fmt.Errorf("etcd: watch of %q from revision %d: %w", c.src.prefix, c.from, err))
 }
 
 // Close ends the watch, and a check of the cluster in flight. It may be

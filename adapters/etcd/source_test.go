@@ -70,7 +70,7 @@ func TestSourceEvents(t *testing.T) {
 	r3 := del.Header.Revision
 	r4 := txnPut(t, c, p+"c", p+"d")
 
-	conn, err := etcd.NewSource(c, p).Open(ctx, etcd.Cursor{Revision: r1 - 1})
+	conn, err := newSource(t, c, p).Open(ctx, etcd.Cursor{Revision: r1 - 1})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -112,7 +112,7 @@ func TestSourceResumesInsideRevision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := ctxFor(t)
-			conn, err := etcd.NewSource(c, p).Open(ctx, tt.after)
+			conn, err := newSource(t, c, p).Open(ctx, tt.after)
 			if err != nil {
 				t.Fatalf("Open(%v) = %v", tt.after, err)
 			}
@@ -143,7 +143,7 @@ func TestSourceProgress(t *testing.T) {
 	start := put(t, c, p+"a", "1")
 	elsewhere := put(t, c, "/elsewhere"+p, "x")
 
-	conn, err := etcd.NewSource(c, p).Open(ctx, etcd.Cursor{Revision: start})
+	conn, err := newSource(t, c, p).Open(ctx, etcd.Cursor{Revision: start})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -178,7 +178,7 @@ func TestSourceCompacted(t *testing.T) {
 		t.Fatalf("Compact() = %v", err)
 	}
 	// Resuming after the first event needs its revision, which is gone.
-	conn, err := etcd.NewSource(c, p).Open(ctx, etcd.Cursor{Revision: first, Index: 1})
+	conn, err := newSource(t, c, p).Open(ctx, etcd.Cursor{Revision: first, Index: 1})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -187,7 +187,7 @@ func TestSourceCompacted(t *testing.T) {
 	if !errors.Is(err, rpctypes.ErrCompacted) || !errors.Is(err, errclass.ErrExpired) {
 		t.Fatalf("Recv() = %v, want an error matching rpctypes.ErrCompacted and errclass.ErrExpired", err)
 	}
-	if d := etcd.Classifier().Classify(err); d.Action != errclass.Expired {
+	if d := errclass.Default().Classify(err); d.Action != errclass.Expired {
 		t.Errorf("Classify(%v) = %v, want expired", err, d)
 	}
 }
@@ -195,7 +195,7 @@ func TestSourceCompacted(t *testing.T) {
 func TestSourceCloseEndsRecv(t *testing.T) {
 	c := newClient(t)
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(c, newPrefix(t)).Open(ctx, etcd.Cursor{})
+	conn, err := newSource(t, c, newPrefix(t)).Open(ctx, etcd.Cursor{})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -224,7 +224,7 @@ func TestSourceClientClosed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	src := etcd.NewSource(c, newPrefix(t))
+	src := newSource(t, c, newPrefix(t))
 	c.Close()
 	_, err = src.Open(ctxFor(t), etcd.Cursor{})
 	if err == nil {
@@ -238,7 +238,7 @@ func TestSourceClientClosed(t *testing.T) {
 func TestSourceInvalidCursor(t *testing.T) {
 	for _, after := range []etcd.Cursor{{Revision: -1}, {Revision: 3, Index: -2}} {
 		t.Run(fmt.Sprint(after), func(t *testing.T) {
-			_, err := etcd.NewSource(nil, "p").Open(context.Background(), after)
+			_, err := newSource(t, newClient(t), "p").Open(context.Background(), after)
 			if !errors.Is(err, stream.ErrInvalidOption) {
 				t.Errorf("Open(%v) = %v, want %v", after, err, stream.ErrInvalidOption)
 			}
@@ -265,14 +265,14 @@ func TestSourceOtherHistory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := etcd.NewSource(c, newPrefix(t)).Open(ctxFor(t), tt.after)
+			conn, err := newSource(t, c, newPrefix(t)).Open(ctxFor(t), tt.after)
 			if err == nil {
 				conn.Close()
 			}
 			if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Open(%+v) = %v, want an error matching %v that says %q", tt.after, err, stream.ErrSourceChanged, tt.want)
 			}
-			if d := etcd.Classifier().Classify(err); d.Action != errclass.Expired {
+			if d := errclass.Default().Classify(err); d.Action != errclass.Expired {
 				t.Errorf("Classify(%v) = %v, want expired", err, d)
 			}
 		})

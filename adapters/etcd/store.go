@@ -14,6 +14,7 @@ import (
 
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -67,7 +68,7 @@ func WithFence(cmps ...clientv3.Cmp) StoreOption {
 func WithTimeout(d time.Duration) StoreOption {
 	return storeOptionFunc(func(c *storeConfig) {
 		if d < 0 {
-			c.errs = append(c.errs, invalid("etcd: WithTimeout(%v): the timeout must not be negative", d))
+			c.errs = append(c.errs, badarg.New("etcd: WithTimeout", "d", d, "must not be negative"))
 			return
 		}
 		c.timeout = d
@@ -89,15 +90,16 @@ func WithTimeout(d time.Duration) StoreOption {
 // NewStore returns an error matching [stream.ErrInvalidOption] for a nil kv
 // or codec, an empty key or a bad option.
 func NewStore[C any](kv clientv3.KV, key string, codec cursor.Codec[C], initial C, opts ...StoreOption) (cursor.Store[C], error) {
-	switch {
-	case kv == nil:
-		return nil, invalid("etcd: NewStore: the KV is nil")
-	case codec == nil:
-		return nil, invalid("etcd: NewStore: the codec is nil")
-	case key == "":
-		return nil, invalid("etcd: NewStore: the key is empty")
-	}
 	var cfg storeConfig
+	if kv == nil {
+		cfg.errs = append(cfg.errs, badarg.New("etcd: NewStore", "kv", nil, "must not be nil"))
+	}
+	if codec == nil {
+		cfg.errs = append(cfg.errs, badarg.New("etcd: NewStore", "codec", nil, "must not be nil"))
+	}
+	if key == "" {
+		cfg.errs = append(cfg.errs, badarg.New("etcd: NewStore", "key", key, "must not be empty"))
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.applyStore(&cfg)
@@ -125,7 +127,7 @@ func (s *kvStore[C]) Load(ctx context.Context) (C, error) {
 	defer cancel()
 	resp, err := s.kv.Get(ctx, s.key)
 	if err != nil {
-		return zero, fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err)
+		return zero, refused(fmt.Errorf("etcd: loading the cursor at %q: %w", s.key, err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,9 +139,8 @@ func (s *kvStore[C]) Load(ctx context.Context) (C, error) {
 	if len(resp.Kvs) > 0 {
 		kv := resp.Kvs[0]
 		if c, err = s.codec.Decode(kv.Value); err != nil {
-			return zero, errclass.Permanent(&marked{
-				err:  fmt.Errorf("etcd: the cursor key %q holds no cursor at revision %d: %w", s.key, kv.ModRevision, err),
-				mark: cursor.ErrCorrupt,
+			return zero, errclass.Permanent(&corrupt{
+				err: fmt.Errorf("etcd: the cursor key %q holds no cursor at revision %d: %w", s.key, kv.ModRevision, err),
 			})
 		}
 		modRev = kv.ModRevision
@@ -224,7 +225,7 @@ func (s *kvStore[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, e
 	resp, err := s.kv.Txn(ctx).If(s.fence...).Then(put).Commit()
 	if err != nil {
 		s.remember(data) // applied or not: a later Save finds out
-		return nil, fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err)
+		return nil, refused(fmt.Errorf("etcd: saving the cursor at %q: %w", s.key, err))
 	}
 	if err := s.observe(resp.Header); err != nil {
 		return nil, err
@@ -248,6 +249,18 @@ func (s *kvStore[C]) save(ctx context.Context, data []byte) (*mvccpb.KeyValue, e
 // NewOwnerStore returns the [cursor.Store] ([NewStore]) of the stream o
 // owns, at the group's prefix + "cursors/" + its name, every Save fenced by
 // [Owner.Fence]: once the stream has a new owner no Save of this one lands.
+// It returns an error matching [stream.ErrInvalidOption] for a nil o or
+// codec.
 func NewOwnerStore[C any](o *Owner, codec cursor.Codec[C], initial C) (cursor.Store[C], error) {
+	var errs []error
+	if o == nil {
+		errs = append(errs, badarg.New("etcd: NewOwnerStore", "o", nil, "must not be nil"))
+	}
+	if codec == nil {
+		errs = append(errs, badarg.New("etcd: NewOwnerStore", "codec", nil, "must not be nil"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return NewStore(o.m.client, o.m.prefix+"cursors/"+o.stream, codec, initial, WithFence(o.Fence()))
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -69,7 +68,7 @@ func TestStoreCorrupt(t *testing.T) {
 	if !errors.Is(err, cursor.ErrCorrupt) {
 		t.Fatalf("Load() = %v, want %v", err, cursor.ErrCorrupt)
 	}
-	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
+	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want fail", err, d)
 	}
 }
@@ -104,7 +103,7 @@ func TestStoreFence(t *testing.T) {
 	if !errors.Is(err, etcd.ErrNotOwner) {
 		t.Fatalf("Save() after the fence failed = %v, want %v", err, etcd.ErrNotOwner)
 	}
-	if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
+	if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
 		t.Errorf("Classify(%v) = %v, want fail", err, d)
 	}
 	if got, _ := newStore(t, c, p+"cursor").Load(ctx); got != (etcd.Cursor{Revision: 20}) {
@@ -135,29 +134,6 @@ func TestStoreChangedUnder(t *testing.T) {
 	}
 	if got, _ := newStore(t, c, key).Load(ctx); got != (etcd.Cursor{Revision: 50}) {
 		t.Errorf("cursor = %v, want the other writer's %v", got, etcd.Cursor{Revision: 50})
-	}
-}
-
-func TestNewStoreInvalid(t *testing.T) {
-	c := newClient(t)
-	tests := []struct {
-		name  string
-		kv    clientv3.KV
-		key   string
-		codec cursor.Codec[etcd.Cursor]
-		opts  []etcd.StoreOption
-	}{
-		{name: "nil kv", kv: nil, key: "k", codec: etcd.CursorCodec()},
-		{name: "empty key", kv: c, key: "", codec: etcd.CursorCodec()},
-		{name: "nil codec", kv: c, key: "k", codec: nil},
-		{name: "negative timeout", kv: c, key: "k", codec: etcd.CursorCodec(), opts: []etcd.StoreOption{etcd.WithTimeout(-time.Second)}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := etcd.NewStore(tt.kv, tt.key, tt.codec, etcd.Cursor{}, tt.opts...); !errors.Is(err, stream.ErrInvalidOption) {
-				t.Errorf("NewStore() = %v, want %v", err, stream.ErrInvalidOption)
-			}
-		})
 	}
 }
 
@@ -335,7 +311,7 @@ func TestStoreOtherHistory(t *testing.T) {
 				if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), tt.want) {
 					t.Errorf("Load() or Save() = %v, want an error matching %v that says %q", err, stream.ErrSourceChanged, tt.want)
 				}
-				if d := etcd.Classifier().Classify(err); d.Action != errclass.Fail {
+				if d := errclass.Default().Classify(err); d.Action != errclass.Fail {
 					t.Errorf("Classify(%v) = %v, want fail", err, d)
 				}
 			}

@@ -12,9 +12,13 @@ import (
 )
 
 // StatusClassifier returns the [errclass.Classifier] with client-go's
-// RetryWatcher's rules for the failures of a [WatchSource] watch. With
-// resync, 410 Gone and Expired, in the stream or at open, are
-// [errclass.Expired] instead, so that the stream resyncs.
+// RetryWatcher's rules for the failures of a [WatchSource] watch, for a
+// [stream.Resumer] of your own that wants them rather than the marks
+// WatchSource puts on its errors (which [errclass.Default] reads, and a
+// [RetryWatcher] follows). Asked first, it differs from the marks in one
+// case: a 410 at open is retried, as client-go does. With resync, 410
+// Gone and Expired, in the stream or at open, are [errclass.Expired], so
+// that the stream resyncs.
 //
 // A watch.Error event in the stream: code 410 is [errclass.Fail]; any other
 // Status is [errclass.Retry] after its Details.RetryAfterSeconds; an object

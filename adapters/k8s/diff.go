@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 type objKey struct {
@@ -141,7 +143,7 @@ func (rs *resyncState) know(known []runtime.Object) error {
 	add := func(obj runtime.Object) error {
 		s, ok := read(watch.Event{Type: watch.Added, Object: obj})
 		if !ok {
-			return fmt.Errorf("a %T is no list and has no object metadata", obj)
+			return badarg.New("k8s: WithResyncDiff", "known", reflect.TypeOf(obj), "is no list and has no object metadata")
 		}
 		rs.kind.observe(obj)
 		rs.diff.record(s)
@@ -153,12 +155,12 @@ func (rs *resyncState) know(known []runtime.Object) error {
 		}
 		if meta.IsListType(obj) {
 			if err := meta.EachListItem(obj, add); err != nil {
-				return fmt.Errorf("k8s: NewRetryWatcherWithContext: WithResyncDiff: %w", err)
+				return err
 			}
 			continue
 		}
 		if err := add(obj); err != nil {
-			return fmt.Errorf("k8s: NewRetryWatcherWithContext: WithResyncDiff: %w", err)
+			return err
 		}
 	}
 	return nil

@@ -23,8 +23,11 @@
 //
 // The building blocks compose a [stream.Resumer] of your own (to keep the
 // resource version in a durable [cursor.Store], say): [WatchSource] is the
-// [stream.Source], [ResourceVersion] the [cursor.Extractor], and
-// [StatusClassifier] the [errclass.Classifier] with client-go's rules.
+// [stream.Source], which marks its errors where they arise (so
+// [errclass.Default] decides as client-go does), and [ResourceVersion] the
+// [cursor.Extractor]; [StatusClassifier] gives client-go's rules exactly.
+// Every constructor and option reports a bad argument with an error
+// matching [stream.ErrInvalidOption] that names it, all at once.
 //
 // The contract case by case, the resync's markers and diff, memory and
 // how WatchListResync decides: docs/kubernetes.md in the repository.

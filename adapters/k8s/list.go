@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // pageSize is client-go's informers'.
@@ -30,7 +31,7 @@ type lister struct {
 
 func newLister(name string, lw cache.ListerWatcher) *lister {
 	if lw == nil {
-		return &lister{err: errclass.Permanent(fmt.Errorf("k8s: %s: the ListerWatcher is nil", name))}
+		return &lister{err: errclass.Permanent(badarg.New("k8s: "+name, "lw", nil, "must not be nil"))}
 	}
 	return &lister{l: cache.ToListerWithContext(lw)}
 }
@@ -261,10 +262,17 @@ func isInitialEventsEnd(ev watch.Event) bool {
 // does, ctx bounding both. To get the current state too, list yourself and
 // start from the list's resource version.
 func NewRetryWatcherFromNow(ctx context.Context, lw cache.ListerWatcher, opts ...Option) (*RetryWatcher, error) {
-	if lw == nil {
-		return nil, errNilClient
+	at := site{"k8s: NewRetryWatcherFromNow", "lw"}
+	var lwc cache.ListerWatcherWithContext
+	var w cache.WatcherWithContext
+	if lw != nil {
+		lwc = cache.ToListerWatcherWithContext(lw)
+		w = lwc
 	}
-	lwc := cache.ToListerWatcherWithContext(lw)
+	// Every argument is checked before the list, at a stand-in version.
+	if _, _, err := build(at, "1", w, opts); err != nil {
+		return nil, err
+	}
 	list, err := lwc.ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: listing to learn the current resource version: %w", err)
@@ -274,8 +282,8 @@ func NewRetryWatcherFromNow(ctx context.Context, lw cache.ListerWatcher, opts ..
 		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: the list is not a list: %w", err)
 	}
 	rv := lm.GetResourceVersion()
-	if err := checkInitialRV(rv); err != nil {
-		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: the list returned no usable resource version: %w", err)
+	if rv == "" || rv == "0" {
+		return nil, fmt.Errorf("k8s: NewRetryWatcherFromNow: the list returned resource version %q, from which no watch can start", rv)
 	}
-	return NewRetryWatcherWithContext(ctx, rv, lwc, opts...)
+	return start(ctx, at, rv, lwc, opts)
 }

@@ -248,8 +248,8 @@ func TestListResyncBadArguments(t *testing.T) {
 		f           k8s.ResyncFunc
 		wantMessage string
 	}{
-		{name: "nil ListerWatcher", f: k8s.ListResync(nil), wantMessage: "ListResync: the ListerWatcher is nil"},
-		{name: "nil ListerWatcher, WatchList", f: k8s.WatchListResync(nil), wantMessage: "WatchListResync: the ListerWatcher is nil"},
+		{name: "nil ListerWatcher", f: k8s.ListResync(nil), wantMessage: "k8s: ListResync: lw = nil: must not be nil"},
+		{name: "nil ListerWatcher, WatchList", f: k8s.WatchListResync(nil), wantMessage: "k8s: WatchListResync: lw = nil: must not be nil"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -15,7 +16,11 @@ import (
 const defaultMinRestartDelay = time.Second
 
 // Option configures a [RetryWatcher]. Options are made by the With functions
-// of this package; a nil Option is ignored.
+// of this package; a nil Option is ignored. Seven of them set the
+// watcher's [stream.Resumer] through the stream option of the same name
+// (each says which, and where its default differs from stream's: the
+// defaults are client-go's); a Resumer of your own over [WatchSource]
+// takes the stream options themselves.
 type Option interface {
 	apply(*config)
 }
@@ -35,6 +40,7 @@ type config struct {
 	idle       time.Duration
 	limiter    stream.Limiter
 	hooks      []stream.Hooks[string]
+	errs       []error // the options' bad arguments
 }
 
 func newConfig(opts []Option) config {
@@ -60,30 +66,42 @@ var (
 )
 
 // WithMinRestartDelay sets the least time between the starts of two
-// consecutive watches ([stream.WithMinRestartDelay]). Default one second,
-// as in client-go; 0 turns it off; a negative d makes the constructor fail.
+// consecutive watches: [stream.WithMinRestartDelay]. Default one second,
+// client-go's (stream's default is 0); 0 turns it off; a negative d makes
+// the constructor fail.
 func WithMinRestartDelay(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.minRestart = d })
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.errs = append(c.errs, badarg.New("k8s: WithMinRestartDelay", "d", d, "must not be negative"))
+			return
+		}
+		c.minRestart = d
+	})
 }
 
-// WithLogger sets the logger: reopens at Debug, retried failures at Info,
-// the failure that stops the watcher at Warn. Nil means zap.NewNop(), the
-// default.
+// WithLogger sets the logger, [stream.WithLogger]: reopens at Debug,
+// retried failures at Info, the failure that stops the watcher at Warn.
+// Nil means zap.NewNop(), the default.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
 
-// WithBackoff sets the delay policy after a failed watch. A policy that
-// gives up stops the watcher after a final watch.Error event. Nil means
-// backoff.Constant(0), the default, as in client-go.
+// WithBackoff sets the delay policy after a failed watch:
+// [stream.WithBackoff]. A policy that gives up stops the watcher after a
+// final watch.Error event. Nil means backoff.Constant(0), the default:
+// client-go's RetryWatcher does not back off, and the one-second
+// [WithMinRestartDelay] alone spaces its watches (stream's default,
+// backoff.Default, is exponential).
 func WithBackoff(p backoff.Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
 }
 
-// WithClassifier sets a classifier asked before the rules of
-// [StatusClassifier]; its decisions other than [errclass.Unknown] win (to
-// retry a Forbidden while RBAC is being set up, say). [errclass.Fail] stops
-// the watcher after a final watch.Error event. Nil means none, the default.
+// WithClassifier sets a classifier asked first, [stream.WithClassifier]:
+// its decisions other than [errclass.Unknown] win over the marks the watch
+// puts on its errors (see [WatchSource]; to retry a Forbidden while RBAC is
+// being set up, say). [errclass.Fail] stops the watcher after a final
+// watch.Error event. Nil means none, the default: [errclass.Default]
+// reads the marks.
 func WithClassifier(c errclass.Classifier) Option {
 	return optionFunc(func(cfg *config) { cfg.classifier = c })
 }
@@ -94,7 +112,10 @@ func WithClassifier(c errclass.Classifier) Option {
 // watch continues from the resource version f returned, after the usual
 // restart delay. A failing f is retried by default, from a new start
 // marker. [WatchListResync] and [ListResync] make an f. Nil means no
-// resync, the default: then a 410 behaves as in client-go.
+// resync, the default: then a 410 behaves as in client-go. It is
+// [stream.WithResync] with the markers added, for a [ResyncFunc], which
+// differs from [stream.ResyncFunc]: it gets the expired resource version,
+// not the error, and emits watch events.
 func WithResync(f ResyncFunc) Option {
 	return optionFunc(func(c *config) { c.resync = f })
 }
@@ -120,15 +141,23 @@ func WithResyncDiff(known ...runtime.Object) Option {
 }
 
 // WithIdleTimeout reopens, as a retried failure, a watch that delivered
-// nothing for d, bookmarks included: a connection that died unnoticed. API
-// servers send a quiet watch a bookmark about once a minute, so choose a
-// few minutes. Default 0, off; a negative d makes the constructor fail.
+// nothing for d, bookmarks included: a connection that died unnoticed
+// ([stream.WithIdleTimeout]). API servers send a quiet watch a bookmark
+// about once a minute, so choose a few minutes. Default 0, off, as
+// stream's; a negative d makes the constructor fail.
 func WithIdleTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.idle = d })
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.errs = append(c.errs, badarg.New("k8s: WithIdleTimeout", "d", d, "must not be negative"))
+			return
+		}
+		c.idle = d
+	})
 }
 
 // WithOpenLimiter makes every watch open, the first included, wait on l
-// after the restart delay. Share one l (a *rate.Limiter, say) between many
+// after the restart delay ([stream.WithOpenLimiter]). Share one l (a
+// *rate.Limiter, say) between many
 // watchers so that they do not stampede an API server that just came back.
 // A watcher blocked on l stops promptly. Nil means none, the default.
 func WithOpenLimiter(l stream.Limiter) Option {

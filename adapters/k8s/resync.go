@@ -133,7 +133,7 @@ func (rw *RetryWatcher) resync(ctx context.Context, _ error, emit func(watch.Eve
 	}
 	rv, err := rs.f(ctx, from, p.receive)
 	if err != nil {
-		return "", err
+		return "", markOpen(err, false) // a list fails as a watch's open does
 	}
 	if rv == "" || rv == "0" {
 		return "", errclass.Permanent(fmt.Errorf("k8s: the ResyncFunc returned resource version %q; it must return the resource version of its list, which the watch continues from", rv))

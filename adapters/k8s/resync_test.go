@@ -421,10 +421,10 @@ func TestNewRetryWatcherFromNowErrors(t *testing.T) {
 		lw      cache.ListerWatcher
 		wantErr string
 	}{
-		{name: "nil", lw: nil, wantErr: "the watcher client is nil"},
+		{name: "nil", lw: nil, wantErr: "k8s: NewRetryWatcherFromNow: lw = nil: must not be nil"},
 		{name: "list fails", lw: list(nil, errTest), wantErr: errTest.Error()},
 		{name: "not a list", lw: list(&corev1.ConfigMap{}, nil), wantErr: "not a list"},
-		{name: "no resource version", lw: list(&corev1.ConfigMapList{}, nil), wantErr: `initial RV ""`},
+		{name: "no resource version", lw: list(&corev1.ConfigMapList{}, nil), wantErr: `the list returned resource version ""`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

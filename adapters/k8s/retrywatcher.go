@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/resumable-go/resumable/cursor"
-	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -47,51 +47,60 @@ var errStopped = errors.New("k8s: RetryWatcher asked to stop")
 //
 // Deprecated: use [NewRetryWatcherWithContext], as with client-go.
 func NewRetryWatcher(initialResourceVersion string, watcherClient cache.Watcher, opts ...Option) (*RetryWatcher, error) {
-	if err := checkInitialRV(initialResourceVersion); err != nil {
-		return nil, err
+	var w cache.WatcherWithContext
+	if watcherClient != nil {
+		w = cache.ToWatcherWithContext(watcherClient)
 	}
-	if watcherClient == nil {
-		return nil, errNilClient
-	}
-	return NewRetryWatcherWithContext(context.Background(), initialResourceVersion, cache.ToWatcherWithContext(watcherClient), opts...)
-}
-
-var errDiffWithoutResync = errors.New("k8s: NewRetryWatcherWithContext: WithResyncDiff needs WithResync")
-
-var errNilClient = errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface")
-
-func checkInitialRV(rv string) error {
-	switch rv {
-	case "", "0":
-		// client-go's message, word for word.
-		return fmt.Errorf("initial RV %q is not supported due to issues with underlying WATCH", rv)
-	}
-	return nil
+	return start(context.Background(), site{"k8s: NewRetryWatcher", "watcherClient"}, initialResourceVersion, w, opts)
 }
 
 // NewRetryWatcherWithContext makes a RetryWatcher that watches through
-// watcherClient the events after initialResourceVersion, on one goroutine
-// of its own, until Stop, the end of ctx, or a failure it does not retry.
-// initialResourceVersion "" and "0" are refused with client-go's error (use
-// [NewRetryWatcherFromNow]); so are a nil watcherClient and a bad option.
+// watcherClient (a cache.ListWatch, or a clientset's resource interface)
+// the events after initialResourceVersion, on one goroutine of its own,
+// until Stop, the end of ctx, or a failure it does not retry.
+//
+// It returns an error matching [stream.ErrInvalidOption] for every bad
+// argument at once: an initialResourceVersion of "" or "0", with
+// client-go's message word for word (use [NewRetryWatcherFromNow]), a nil
+// watcherClient, a bad option.
 func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion string, watcherClient cache.WatcherWithContext, opts ...Option) (*RetryWatcher, error) {
-	if err := checkInitialRV(initialResourceVersion); err != nil {
+	return start(ctx, site{"k8s: NewRetryWatcherWithContext", "watcherClient"}, initialResourceVersion, watcherClient, opts)
+}
+
+// site names a constructor and its watch client argument, for the errors.
+type site struct{ where, client string }
+
+// start builds a watcher and starts its goroutine.
+func start(ctx context.Context, at site, rv string, w cache.WatcherWithContext, opts []Option) (*RetryWatcher, error) {
+	rw, handle, err := build(at, rv, w, opts)
+	if err != nil {
 		return nil, err
 	}
-	if watcherClient == nil {
-		return nil, errNilClient
-	}
+	ctx, rw.cancel = context.WithCancelCause(ctx)
+	go rw.run(ctx, handle)
+	return rw, nil
+}
+
+// build makes a watcher, not started, and its handler; it checks every
+// argument and option at once.
+func build(at site, rv string, w cache.WatcherWithContext, opts []Option) (*RetryWatcher, func(context.Context, watch.Event) error, error) {
 	cfg := newConfig(opts)
+	errs := append(cfg.errs, checkInitialRV(at.where, rv))
+	if w == nil {
+		errs = append(errs, badarg.New(at.where, at.client, nil, "must not be nil"))
+	}
 	rw := &RetryWatcher{
 		result:    make(chan watch.Event),
 		log:       cfg.logger,
-		initialRV: initialResourceVersion,
+		initialRV: rv,
 	}
 	sopts := []stream.Option{
 		stream.WithMinRestartDelay(cfg.minRestart),
 		stream.WithBackoff(cfg.policy),
 		stream.WithLogger(cfg.logger),
-		stream.WithClassifier(newClassifier(cfg.classifier, cfg.resync != nil)),
+		// The Source marks its errors; the user's classifier, if any, is
+		// asked first, errclass.Default reads the marks.
+		stream.WithClassifier(cfg.classifier),
 		// The Resumer's own cursor is the one reopened after.
 		stream.WithCheckpointEvery(0),
 		stream.WithIdleTimeout(cfg.idle),
@@ -111,24 +120,47 @@ func NewRetryWatcherWithContext(ctx context.Context, initialResourceVersion stri
 		handle = rw.sendTyped
 		if cfg.diff {
 			rw.rs.diff = newTracker()
-			if err := rw.rs.know(cfg.known); err != nil {
-				return nil, err
-			}
+			errs = append(errs, rw.rs.know(cfg.known))
 			handle = rw.sendTracked
 		}
 	case cfg.diff:
-		return nil, errDiffWithoutResync
+		errs = append(errs, badarg.New("k8s: WithResyncDiff", "WithResync", nil, "is required"))
 	}
-	rw.src.w, rw.src.quiet = watcherClient, cfg.idle <= 0
-	r, err := stream.New[watch.Event, string](&rw.src, ResourceVersion, cursor.NewMemory(initialResourceVersion), sopts...)
+	rw.src.w, rw.src.quiet, rw.src.goneRetries = w, cfg.idle <= 0, cfg.resync == nil
+	r, err := stream.New[watch.Event, string](&rw.src, ResourceVersion, cursor.NewMemory(rv), sopts...)
 	if err != nil {
-		return nil, fmt.Errorf("k8s: NewRetryWatcherWithContext: %w", err)
+		errs = append(errs, fmt.Errorf("%s: %w", at.where, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
 	}
 	rw.r = r
-	ctx, rw.cancel = context.WithCancelCause(ctx)
-	go rw.run(ctx, handle)
-	return rw, nil
+	return rw, handle, nil
 }
+
+// checkInitialRV refuses what client-go's RetryWatcher refuses, with its
+// message.
+func checkInitialRV(where, rv string) error {
+	switch rv {
+	case "", "0":
+		return &clientGoError{
+			msg: fmt.Sprintf("initial RV %q is not supported due to issues with underlying WATCH", rv),
+			err: badarg.New(where, "initialResourceVersion", rv, "is not supported due to issues with underlying WATCH"),
+		}
+	}
+	return nil
+}
+
+// clientGoError reads as client-go's error for the same mistake, word for
+// word (callers of a drop-in may match its text), and unwraps to the
+// [badarg] error that names the argument.
+type clientGoError struct {
+	msg string
+	err error
+}
+
+func (e *clientGoError) Error() string { return e.msg }
+func (e *clientGoError) Unwrap() error { return e.err }
 
 // run is the watcher's one goroutine. Keep its frame small (rare paths go
 // in stopped and failed): thousands of idle watchers keep it on their stack.
@@ -256,21 +288,3 @@ func (rw *RetryWatcher) Done() <-chan struct{} {
 	}
 	return rw.done
 }
-
-// newClassifier: the user's, then the errclass markers, then the
-// Kubernetes rules; the Resumer resolves the rest with errclass.Default.
-func newClassifier(user errclass.Classifier, resync bool) errclass.Classifier {
-	if user == nil {
-		if resync {
-			return resyncClassifier
-		}
-		return defaultClassifier
-	}
-	return errclass.Chain(user, errclass.Markers(), StatusClassifier(resync))
-}
-
-// Shared by watchers without a classifier of their own.
-var (
-	defaultClassifier = errclass.Chain(errclass.Markers(), StatusClassifier(false))
-	resyncClassifier  = errclass.Chain(errclass.Markers(), StatusClassifier(true))
-)

@@ -46,13 +46,15 @@ func TestNewRetryWatcher(t *testing.T) {
 		{name: "empty RV", rv: "", client: lw, wantErr: `initial RV "" is not supported due to issues with underlying WATCH`},
 		{name: "RV 0", rv: "0", client: lw, wantErr: `initial RV "0" is not supported due to issues with underlying WATCH`},
 		{name: "RV checked before the client", rv: "", client: nil, wantErr: `initial RV "" is not supported due to issues with underlying WATCH`},
-		{name: "nil client", rv: "1", client: nil, wantErr: "k8s: the watcher client is nil"},
-		{name: "negative minimum restart delay", rv: "1", client: lw, opts: []k8s.Option{k8s.WithMinRestartDelay(-1)}, wantErr: "WithMinRestartDelay(-1ns)"},
+		{name: "nil client", rv: "1", client: nil, wantErr: "k8s: NewRetryWatcherWithContext: watcherClient = nil"},
+		{name: "negative minimum restart delay", rv: "1", client: lw, opts: []k8s.Option{k8s.WithMinRestartDelay(-1)}, wantErr: "k8s: WithMinRestartDelay: d = -1ns"},
 		{name: "invalid backoff", rv: "1", client: lw, opts: []k8s.Option{k8s.WithBackoff(backoff.Exponential(backoff.WithMultiplier(0.5)))}, wantErr: "multiplier"},
-		{name: "negative idle timeout", rv: "1", client: lw, opts: []k8s.Option{k8s.WithIdleTimeout(-1)}, wantErr: "WithIdleTimeout(-1ns)"},
+		{name: "negative idle timeout", rv: "1", client: lw, opts: []k8s.Option{k8s.WithIdleTimeout(-1)}, wantErr: "k8s: WithIdleTimeout: d = -1ns"},
 		{name: "nil limiter pointer", rv: "1", client: lw, opts: []k8s.Option{k8s.WithOpenLimiter((*gate)(nil))}, wantErr: "WithOpenLimiter: the Limiter is a nil *k8s_test.gate"},
-		{name: "diff without resync", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResyncDiff()}, wantErr: "WithResyncDiff needs WithResync"},
-		{name: "diff of an object without metadata", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResync(k8s.ListResync(nil)), k8s.WithResyncDiff(&noRV{})}, wantErr: "WithResyncDiff: a *k8s_test.noRV is no list and has no object metadata"},
+		{name: "diff without resync", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResyncDiff()}, wantErr: "k8s: WithResyncDiff: WithResync = nil: is required"},
+		{name: "diff of an object without metadata", rv: "1", client: lw, opts: []k8s.Option{k8s.WithResync(k8s.ListResync(nil)), k8s.WithResyncDiff(&noRV{})}, wantErr: "k8s: WithResyncDiff: known = *k8s_test.noRV: is no list and has no object metadata"},
+		{name: "every argument at once", rv: "0", client: nil, opts: []k8s.Option{k8s.WithIdleTimeout(-1), k8s.WithResyncDiff()},
+			wantErr: "initial RV \"0\" is not supported due to issues with underlying WATCH\nk8s: NewRetryWatcherWithContext: watcherClient = nil: must not be nil\nk8s: WithResyncDiff: WithResync = nil: is required"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,19 +63,22 @@ func TestNewRetryWatcher(t *testing.T) {
 				stop(t, rw)
 				t.Fatalf("NewRetryWatcherWithContext() = nil error, want %q", tc.wantErr)
 			}
+			if !errors.Is(err, stream.ErrInvalidOption) {
+				t.Errorf("NewRetryWatcherWithContext() = %v, want an error matching %v", err, stream.ErrInvalidOption)
+			}
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("NewRetryWatcherWithContext() = %q, want it to contain %q", err, tc.wantErr)
 			}
 		})
 	}
 
-	// The deprecated constructor refuses the same, with client-go's exact
-	// error value for the resource versions.
+	// The deprecated constructor refuses the same, with client-go's
+	// message, word for word, for the resource versions.
 	for _, rv := range []string{"", "0"} {
-		_, err := k8s.NewRetryWatcher(rv, nil)
-		want := fmt.Errorf("initial RV %q is not supported due to issues with underlying WATCH", rv)
-		if !cmp.Equal(err, want, cmp.Comparer(func(a, b error) bool { return fmt.Sprintf("%T %v", a, a) == fmt.Sprintf("%T %v", b, b) })) {
-			t.Errorf("NewRetryWatcher(%q) = %#v, want %#v", rv, err, want)
+		_, err := k8s.NewRetryWatcher(rv, watchOnly{lw})
+		want := fmt.Sprintf("initial RV %q is not supported due to issues with underlying WATCH", rv)
+		if err == nil || err.Error() != want || !errors.Is(err, stream.ErrInvalidOption) {
+			t.Errorf("NewRetryWatcher(%q) = %v, want %q matching %v", rv, err, want, stream.ErrInvalidOption)
 		}
 	}
 	if _, err := k8s.NewRetryWatcher("1", nil); err == nil {

@@ -5,24 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
 
 // WatchSource returns a [stream.Source] that opens watches through w, as
 // client-go's RetryWatcher does: ResourceVersion after, AllowWatchBookmarks.
-// A watch call's error is returned as it is; a closed result channel is
-// io.EOF; a watch.Error event is an error that unwraps to
-// apierrors.FromObject of its object (apierrors.IsGone works on it), which
-// [StatusClassifier] tells from a failure to open. Close stops the watch
-// and unblocks Recv; it may be called more than once, from any goroutine.
-// A nil watch opens a nil Conn, which a Resumer retries.
+// Its extractor is [ResourceVersion]. A closed result channel is io.EOF; a
+// watch.Error event is an error that unwraps to apierrors.FromObject of its
+// object (apierrors.IsGone works on it). Close stops the watch and unblocks
+// Recv; it may be called more than once, from any goroutine. A nil watch
+// opens a nil Conn, which a Resumer retries.
+//
+// Its errors are marked where they arise, so [errclass.Default] needs no
+// classifier of this package: a failure to open with Forbidden or
+// Unauthorized is [errclass.Permanent], with 410 Gone or Expired
+// [errclass.CursorExpired]; a watch.Error event of code 410 is
+// CursorExpired, another Status waits its Details.RetryAfterSeconds
+// ([errclass.RetryAfter]); the rest (EOF, timeouts, connection errors) is
+// retried. [StatusClassifier] asked first keeps client-go's rules instead.
 func WatchSource(w cache.WatcherWithContext) stream.Source[watch.Event, string] {
 	return &source{w: w}
 }
@@ -32,6 +43,9 @@ type source struct {
 	// quiet: nothing closes a Conn while Recv waits (no idle timeout), so
 	// a Conn needs no closed channel; idle watchers keep less memory.
 	quiet bool
+	// goneRetries leaves a 410 at open unmarked, retried: client-go's rule,
+	// for a RetryWatcher without resync.
+	goneRetries bool
 }
 
 // RecvRespectsContext implements stream.ContextRespecter: Recv returns as
@@ -47,7 +61,7 @@ func (s *source) Open(ctx context.Context, after string) (stream.Conn[watch.Even
 		if wi != nil {
 			wi.Stop()
 		}
-		return nil, err
+		return nil, markOpen(err, s.goneRetries)
 	}
 	if wi == nil {
 		return nil, nil
@@ -91,7 +105,7 @@ func (c *conn) Recv(ctx context.Context) (watch.Event, error) {
 		return watch.Event{}, io.EOF
 	}
 	if ev.Type == watch.Error {
-		return watch.Event{}, newEventError(ev)
+		return watch.Event{}, newEventError(ev).marked()
 	}
 	return ev, nil
 }
@@ -125,6 +139,41 @@ func (e *eventError) Error() string {
 
 // Unwrap returns Err.
 func (e *eventError) Unwrap() error { return e.Err }
+
+// marked returns e marked as the package documentation of [WatchSource]
+// says: code 410 expired, another Status retried after its
+// RetryAfterSeconds, an object that is no Status unmarked (retried).
+func (e *eventError) marked() error {
+	st, ok := e.status()
+	switch {
+	case !ok:
+		return e
+	case st.Code == http.StatusGone:
+		return errclass.CursorExpired(e)
+	case st.Details != nil && st.Details.RetryAfterSeconds > 0:
+		return errclass.RetryAfter(e, time.Duration(st.Details.RetryAfterSeconds)*time.Second)
+	}
+	return e
+}
+
+// markOpen marks a failure to open a watch, or of a resync, unless marked
+// already: Forbidden and Unauthorized permanent, 410 Gone and Expired
+// expired (left unmarked, retried, when goneRetries), the rest unmarked
+// (retried). EOF and timeouts are checked first, as client-go does.
+func markOpen(err error, goneRetries bool) error {
+	if errclass.Markers().Classify(err).Action != errclass.Unknown {
+		return err
+	}
+	switch {
+	case utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err):
+		return err
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return errclass.Permanent(err)
+	case (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && !goneRetries:
+		return errclass.CursorExpired(err)
+	}
+	return err
+}
 
 // status returns the event's Status, and whether the object was one.
 func (e *eventError) status() (*metav1.Status, bool) {

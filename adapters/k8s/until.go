@@ -19,10 +19,11 @@ import (
 // watcher with [NewRetryWatcherWithContext] and call
 // watchtools.UntilWithoutRetry.
 func Until(ctx context.Context, initialResourceVersion string, watcherClient cache.Watcher, conditions ...watchtools.ConditionFunc) (*watch.Event, error) {
-	if watcherClient == nil {
-		return nil, errNilClient
+	var w cache.WatcherWithContext
+	if watcherClient != nil {
+		w = cache.ToWatcherWithContext(watcherClient)
 	}
-	rw, err := NewRetryWatcherWithContext(ctx, initialResourceVersion, cache.ToWatcherWithContext(watcherClient))
+	rw, err := start(ctx, site{"k8s: Until", "watcherClient"}, initialResourceVersion, w, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func TestUntil(t *testing.T) {
 			name:      "nil watcher client",
 			rv:        "5",
 			nilClient: true,
-			wantErr:   errors.New("k8s: the watcher client is nil; pass a cache.ListWatch or a clientset's resource interface"),
+			wantErr:   errors.New("k8s: Until: watcherClient = nil: must not be nil"),
 		},
 		{
 			name:    "initial RV 0",

@@ -2,10 +2,13 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // The headers [DeadLetter] adds to a parked record, after the record's own.
@@ -32,8 +35,8 @@ const (
 // stream.ErrInvalidOption, which ends Run with the record uncommitted.
 func DeadLetter(cl *kgo.Client, topic string) func(ctx context.Context, r *kgo.Record, err error) error {
 	return func(ctx context.Context, r *kgo.Record, cause error) error {
-		if cl == nil || topic == "" {
-			return invalid("DeadLetter: nil client or empty topic %q", topic)
+		if err := deadLetterArgs(cl, topic); err != nil {
+			return err
 		}
 		headers := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
 		headers = append(headers, r.Headers...)
@@ -49,4 +52,15 @@ func DeadLetter(cl *kgo.Client, topic string) func(ctx context.Context, r *kgo.R
 		}
 		return nil
 	}
+}
+
+func deadLetterArgs(cl *kgo.Client, topic string) error {
+	var errs []error
+	if cl == nil {
+		errs = append(errs, badarg.New("kafka: DeadLetter", "cl", nil, "must not be nil"))
+	}
+	if topic == "" {
+		errs = append(errs, badarg.New("kafka: DeadLetter", "topic", topic, "must not be empty"))
+	}
+	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -75,13 +76,13 @@ type Stats struct {
 func NewGroup(brokers []string, group string, topics []string, opts ...Option) (*Group, error) {
 	cfg := newConfig(opts)
 	if len(brokers) == 0 || slices.Contains(brokers, "") {
-		cfg.fail("NewGroup: brokers %q: want at least one, none empty", brokers)
+		cfg.fail("NewGroup", "brokers", quoted(brokers), "want at least one, none empty")
 	}
 	if group == "" {
-		cfg.fail("NewGroup: empty group")
+		cfg.fail("NewGroup", "group", group, "must not be empty")
 	}
 	if len(topics) == 0 || slices.Contains(topics, "") {
-		cfg.fail("NewGroup: topics %q: want at least one, none empty", topics)
+		cfg.fail("NewGroup", "topics", quoted(topics), "want at least one, none empty")
 	}
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
@@ -168,8 +169,8 @@ func (g *Group) Partitions() []PartitionStats {
 // with a failure of the final commit. It returns an error matching
 // stream.ErrInvalidOption for a nil ctx or handle, or a bad option.
 func (g *Group) Run(ctx context.Context, handle func(ctx context.Context, r *kgo.Record) error, opts ...stream.Option) error {
-	if ctx == nil || handle == nil {
-		return invalid("Group.Run: nil context or handler")
+	if err := errors.Join(nilArg("Group.Run", "ctx", ctx == nil), nilArg("Group.Run", "handle", handle == nil)); err != nil {
+		return err
 	}
 	return g.run(ctx, &member{handle: handle, opts: opts})
 }
@@ -183,8 +184,8 @@ func (g *Group) Run(ctx context.Context, handle func(ctx context.Context, r *kgo
 // stream.WithDeadLetter make it return an error matching
 // stream.ErrInvalidOption, before it joins the group.
 func (g *Group) RunBatch(ctx context.Context, handle func(ctx context.Context, rs []*kgo.Record) error, opts ...stream.Option) error {
-	if ctx == nil || handle == nil {
-		return invalid("Group.RunBatch: nil context or handler")
+	if err := errors.Join(nilArg("Group.RunBatch", "ctx", ctx == nil), nilArg("Group.RunBatch", "handle", handle == nil)); err != nil {
+		return err
 	}
 	return g.run(ctx, &member{batch: handle, opts: opts})
 }
@@ -214,7 +215,7 @@ func (g *Group) run(ctx context.Context, m *member) error {
 	m.stopPoll = stopPoll
 	cl, err := kgo.NewClient(m.clientOptions(base)...)
 	if err != nil {
-		return invalid("Group.Run: the franz-go client: %v", err)
+		return badarg.New("kafka: Group.Run", "WithClientOptions", err, "refused by kgo.NewClient")
 	}
 	committed := make(chan struct{})
 	var commits sync.WaitGroup

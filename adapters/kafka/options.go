@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/resumable-go/resumable/stream"
+	"github.com/resumable-go/resumable/internal/badarg"
 )
 
 // Defaults of the options.
@@ -44,14 +44,10 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// fail records a bad argument: an error matching stream.ErrInvalidOption
-// that names it.
-func (c *config) fail(format string, args ...any) {
-	c.errs = append(c.errs, invalid(format, args...))
-}
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: kafka: "+format, append([]any{stream.ErrInvalidOption}, args...)...)
+// fail records a bad argument of where ("NewGroup", "WithFetchBuffer"):
+// the [badarg] error, which matches stream.ErrInvalidOption.
+func (c *config) fail(where, arg string, value any, why string) {
+	c.errs = append(c.errs, badarg.New("kafka: "+where, arg, value, why))
 }
 
 // WithClientOptions adds options of the franz-go client the [Group] makes
@@ -78,7 +74,7 @@ func WithClientOptions(opts ...kgo.Opt) Option {
 func WithDrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
-			c.fail("WithDrainTimeout(%v): want a positive duration", d)
+			c.fail("WithDrainTimeout", "d", d, "must be positive")
 			return
 		}
 		c.drainTimeout = d
@@ -97,7 +93,7 @@ func WithDrainTimeout(d time.Duration) Option {
 func WithCommitInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {
-			c.fail("WithCommitInterval(%v): negative", d)
+			c.fail("WithCommitInterval", "d", d, "must not be negative")
 			return
 		}
 		c.commitInterval = d
@@ -115,9 +111,24 @@ func WithCommitInterval(d time.Duration) Option {
 func WithFetchBuffer(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
-			c.fail("WithFetchBuffer(%d): want at least 1", n)
+			c.fail("WithFetchBuffer", "n", n, "must be at least 1")
 			return
 		}
 		c.fetchBuffer = n
 	})
 }
+
+// nilArg is the [badarg] error of where's argument arg when it is nil,
+// else nil.
+func nilArg(where, arg string, isNil bool) error {
+	if !isNil {
+		return nil
+	}
+	return badarg.New("kafka: "+where, arg, nil, "must not be nil")
+}
+
+// quoted shows a list of names in a bad argument's message, empty ones
+// visible: ["b:9092" ""].
+type quoted []string
+
+func (q quoted) String() string { return fmt.Sprintf("%q", []string(q)) }

@@ -1,7 +1,8 @@
 // Package sse is a resumable Server-Sent Events client: a [stream.Source]
 // over HTTP whose cursor is the last event ID, for a [stream.Resumer].
 //
-//	src := &sse.Source{URL: "https://example.com/events"}
+//	src, err := sse.NewSource("https://example.com/events", sse.WithHeader(h))
+//	...
 //	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""))
 //	...
 //	err = r.Run(ctx, func(ctx context.Context, ev sse.Event) error { ... })
@@ -32,6 +33,9 @@
 // time the largest event takes to arrive.
 //
 // Rules of use:
+//   - [NewSource] checks every setting at once, with an error matching
+//     [stream.ErrInvalidOption] that names each bad one. A Source filled in
+//     as a literal works too; its bad settings fail its Open, permanently.
 //   - One Source serves one stream at a time (it keeps the server's
 //     reconnection time). Do not change its fields once in use.
 //   - Use [EventID] as the extractor, or call it from yours.

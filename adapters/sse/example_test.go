@@ -26,7 +26,11 @@ func Example() {
 	}))
 	defer ts.Close()
 
-	src := &sse.Source{URL: ts.URL, Client: ts.Client()}
+	src, err := sse.NewSource(ts.URL, sse.WithClient(ts.Client()))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	r, err := stream.New(src, sse.EventID, cursor.NewMemory(""))
 	if err != nil {
 		fmt.Println(err)
@@ -45,7 +49,8 @@ func Example() {
 
 // A dropped connection is reopened after the last event handled: the
 // server sees it as Last-Event-ID and resumes after it. The event the drop
-// cut in two is never delivered in part.
+// cut in two is never delivered in part. A Source filled in as a literal
+// works as one from NewSource.
 func ExampleSource() {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		last := r.Header.Get("Last-Event-ID")

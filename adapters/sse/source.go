@@ -77,6 +77,9 @@ func checkID(id string) error {
 // GET of URL that sends the cursor as Last-Event-ID. It keeps the server's
 // reconnection time (retry:) across connections, so it serves one stream at
 // a time; its fields must not change once in use. Only URL is required.
+// Make one with [NewSource], which checks every setting at once, or fill
+// one in: then Open fails, marked permanent, on a bad setting, with an
+// error matching [stream.ErrInvalidOption] that names the field.
 type Source struct {
 	// URL is the event stream's address.
 	URL string
@@ -109,7 +112,7 @@ const errorBodyWait = time.Second
 // answered 200 with Content-Type text/event-stream. Its errors are marked
 // for [errclass.Default] (see the package documentation).
 func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Event], error) {
-	if err := s.check(after); err != nil {
+	if err := errors.Join(s.check(), checkID(after)); err != nil {
 		return nil, errclass.Permanent(err)
 	}
 	reqCtx, cancel := context.WithCancel(ctx)
@@ -192,17 +195,6 @@ func (s *Source) refused(resp *http.Response, body string) error {
 		return errclass.CursorExpired(err)
 	}
 	return errclass.Permanent(err)
-}
-
-// check validates the Source's settings and the cursor to resume after.
-func (s *Source) check(after string) error {
-	if s.MaxEventSize < 0 {
-		return fmt.Errorf("sse: MaxEventSize %d is negative", s.MaxEventSize)
-	}
-	if c := s.Client; c != nil && c.Timeout != 0 {
-		return fmt.Errorf("sse: the Client's Timeout is %v; it would cut every stream", c.Timeout)
-	}
-	return checkID(after)
 }
 
 func (s *Source) client() *http.Client {

@@ -248,11 +248,13 @@ func TestOpenBadSettings(t *testing.T) {
 		target error
 		text   string
 	}{
-		{name: "negative MaxEventSize", src: &sse.Source{MaxEventSize: -1}, text: "sse: MaxEventSize -1 is negative"},
-		{name: "Client with a Timeout", src: &sse.Source{Client: &http.Client{Timeout: time.Minute}}, text: "sse: the Client's Timeout is 1m0s; it would cut every stream"},
+		{name: "negative MaxEventSize", src: &sse.Source{MaxEventSize: -1}, target: stream.ErrInvalidOption, text: "sse: Source: MaxEventSize = -1: must not be negative"},
+		{name: "Client with a Timeout", src: &sse.Source{Client: &http.Client{Timeout: time.Minute}}, target: stream.ErrInvalidOption, text: "sse: Source: Client.Timeout = 1m0s: must be zero; it would cut every stream"},
+		{name: "header with a newline", src: &sse.Source{Header: http.Header{"X-A": {"a\nb"}}}, target: stream.ErrInvalidOption, text: `sse: Source: Header[X-A] = "a\nb": has a control character`},
 		{name: "cursor with a control character", src: &sse.Source{}, after: "a\x01b", target: sse.ErrUnsendableID, text: `sse: event id cannot be sent back in a Last-Event-ID header: id "a\x01b" has byte 0x01 at 1`},
 		{name: "cursor with DEL", src: &sse.Source{}, after: "\x7f", target: sse.ErrUnsendableID},
-		{name: "bad URL", src: &sse.Source{URL: "http://a b/"}, text: "sse: parse"},
+		{name: "bad URL", src: &sse.Source{URL: "http://a b/"}, target: stream.ErrInvalidOption, text: `sse: Source: URL = "http://a b/": does not parse`},
+		{name: "relative URL", src: &sse.Source{URL: "/events"}, target: stream.ErrInvalidOption, text: `sse: Source: URL = "/events": must be an absolute URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

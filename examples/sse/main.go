@@ -84,13 +84,17 @@ func run(ctx context.Context, out io.Writer, args []string) error {
 	}
 	fmt.Fprintf(out, "starting after id %q\n", last)
 
-	src := &sse.Source{URL: *url}
+	target, client := *url, http.DefaultClient
 	var pub *publisher
 	if *url == "" {
 		pub = &publisher{total: *total, pace: 2 * time.Millisecond, rng: rand.New(rand.NewPCG(*seed, 0))}
 		srv := httptest.NewServer(pub) // on a loopback port
 		defer srv.Close()              // also closes the client's idle connections
-		src = &sse.Source{URL: srv.URL + "/events", Client: srv.Client()}
+		target, client = srv.URL+"/events", srv.Client()
+	}
+	src, err := sse.NewSource(target, sse.WithClient(client)) // a bad -url fails here, naming it
+	if err != nil {
+		return err
 	}
 	r, err := stream.New(src, sse.EventID, store,
 		stream.WithIdleTimeout(time.Second), // heartbeats (comment lines) count as activity

@@ -4,9 +4,12 @@
 // restart its members.
 //
 // Rules of use:
-//   - Tests opt in with RESUMABLE_ETCD_INTEGRATION=1 ([EnvIntegration]);
-//     without it, or without the binary, [Start] skips the test with a
-//     one-line reason.
+//   - Tests opt in with RESUMABLE_ETCD_INTEGRATION=1 ([EnvIntegration]), so
+//     that they run apart from the unit tests (one package at a time, as
+//     .ci/run does); without it [Skip] skips, naming the command.
+//   - The rule of every test server here: CI never skips. Without the etcd
+//     binary, [Skip] fails the test when CI is set and skips it otherwise,
+//     naming the one command that builds it.
 //   - The binary is looked for in $RESUMABLE_TESTENV_BIN, else where
 //     scripts/testenv.sh builds it ([BinDir]).
 //   - Every process started (members, and the test's own through
@@ -57,18 +60,36 @@ const startTimeout = time.Minute
 // BinDir returns the directory the etcd binary is looked for in.
 func BinDir() string { return childproc.BinDir(testenvDir) }
 
-// Skip skips t with a one-line reason unless the integration tests are
-// switched on and the etcd binary is there; it returns the binary's path.
+// runCommand is the one command that builds the binary and runs the tests
+// against it.
+const runCommand = "RESUMABLE_ETCD_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(bash scripts/testenv.sh build) go test -race -count=1 -p 1 ./adapters/etcd/integration/"
+
+// Skip skips t, naming the command that runs these tests, unless they are
+// switched on; then, without the etcd binary, it fails t when CI is set (CI
+// never skips) and skips it otherwise, naming the command that builds the
+// binary. It returns the binary's path.
 func Skip(t testing.TB) string {
 	t.Helper()
 	if os.Getenv(EnvIntegration) != "1" {
-		t.Skipf("cluster: integration test against a real etcd cluster: set %s=1 (and %s) to run", EnvIntegration, EnvBin)
+		t.Skipf("cluster: integration test against a real etcd cluster, run apart: %s", runCommand)
 	}
 	bin := filepath.Join(BinDir(), "etcd")
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-		t.Skipf("cluster: no etcd binary at %s: run scripts/testenv.sh build, or set %s", bin, EnvBin)
+		skipOrFail(t, fmt.Sprintf("cluster: no etcd binary at %s: build it with: bash scripts/testenv.sh build (or set %s)", bin, EnvBin))
 	}
 	return bin
+}
+
+// skipOrFail applies the test-server rule of the repository
+// (docs/contributing.md, "The adapter contract"): CI never skips, so with
+// CI set a missing binary fails t; a local run skips t with reason, which
+// names the one command that builds the binary.
+func skipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s (CI is set: a test server is never skipped there)", reason)
+	}
+	t.Skip(reason)
 }
 
 // Cluster is a running etcd cluster for one test.
@@ -243,13 +264,13 @@ func (c *Cluster) Snapshot(t testing.TB, i int) string {
 // snapshot, restored by etcdutl snapshot restore with the member's own
 // flags (name, peer URL, cluster and token), as an operator restoring a
 // backup in place would: the cluster keeps its ID. It skips t when there
-// is no etcdutl binary next to the etcd one. Start the member with
+// is no etcdutl binary next to the etcd one (fails it when CI is set). Start the member with
 // [Cluster.Restart].
 func (c *Cluster) Restore(t testing.TB, i int, snapshot string) {
 	t.Helper()
 	bin := filepath.Join(BinDir(), "etcdutl")
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
-		t.Skipf("cluster: no etcdutl binary at %s: run scripts/testenv.sh etcdutl, or set %s", bin, EnvBin)
+		skipOrFail(t, fmt.Sprintf("cluster: no etcdutl binary at %s: build it with: bash scripts/testenv.sh build (or set %s)", bin, EnvBin))
 	}
 	c.Wipe(t, i)
 	m := c.members[i]

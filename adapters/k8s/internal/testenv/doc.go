@@ -9,8 +9,12 @@
 // ports and data directory.
 //
 // Rules of use:
-//   - Tests opt in with RESUMABLE_K8S_INTEGRATION=1 ([EnvIntegration]); without
-//     it, or without the binaries, [Start] skips the test with a one-line reason.
+//   - Tests opt in with RESUMABLE_K8S_INTEGRATION=1 ([EnvIntegration]), so
+//     that they run apart from the unit tests (one package at a time, as
+//     .ci/run does); without it [Start] skips, naming the command.
+//   - The rule of every test server here: CI never skips. Without the
+//     binaries, [Start] fails the test when CI is set and skips it
+//     otherwise, naming the one command that builds them.
 //   - The binaries come from scripts/testenv.sh build, which compiles them from
 //     the Go module proxy into a cache directory; [EnvBin] overrides where they
 //     are looked for. [Available] reports whether they are there.

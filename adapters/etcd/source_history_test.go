@@ -61,7 +61,7 @@ func TestSourceProgressNeverBack(t *testing.T) {
 		putsAt(12, "c"),
 	}}
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{Revision: 10})
+	conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{Revision: 10})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -86,7 +86,7 @@ func TestSourceEventWithoutKey(t *testing.T) {
 		Events: []*clientv3.Event{{Type: mvccpb.PUT}},
 	}}}
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{})
+	conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -99,7 +99,7 @@ func TestSourceEventWithoutKey(t *testing.T) {
 func TestSourceWatchClosed(t *testing.T) {
 	w := &closing{}
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{})
+	conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -179,12 +179,12 @@ func TestSourceOpenChecksCluster(t *testing.T) {
 			w := &checked{scripted: scripted{resps: []clientv3.WatchResponse{of(tt.cluster, putsAt(11, "k"))}}}
 			w.set(tt.cluster, tt.rev)
 			ctx := ctxFor(t)
-			conn, err := etcd.NewSource(w, "p").Open(ctx, tt.after)
+			conn, err := newSource(t, w, "p").Open(ctx, tt.after)
 			if tt.want != "" {
 				if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("Open(%+v) = %v, want an error matching %v that says %q", tt.after, err, stream.ErrSourceChanged, tt.want)
 				}
-				if d := etcd.Classifier().Classify(err); d.Action != errclass.Expired {
+				if d := errclass.Default().Classify(err); d.Action != errclass.Expired {
 					t.Errorf("Classify(%v) = %v, want expired", err, d)
 				}
 				return
@@ -211,7 +211,7 @@ func TestSourceWatchFromAnotherCluster(t *testing.T) {
 	}}}
 	w.set(0xa, 10)
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{Revision: 10})
+	conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{Revision: 10})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
@@ -234,7 +234,7 @@ func TestSourceSilentWatchChecksCluster(t *testing.T) {
 		w := &checked{}
 		w.set(0xa, 10)
 		ctx := t.Context()
-		conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{Revision: 10})
+		conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{Revision: 10})
 		if err != nil {
 			t.Fatalf("Open() = %v", err)
 		}
@@ -271,7 +271,7 @@ func TestSourceLaggingMember(t *testing.T) {
 	}}}
 	w.set(0xa, 11)
 	ctx := ctxFor(t)
-	conn, err := etcd.NewSource(w, "p").Open(ctx, etcd.Cursor{Revision: 10})
+	conn, err := newSource(t, w, "p").Open(ctx, etcd.Cursor{Revision: 10})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}

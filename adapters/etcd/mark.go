@@ -10,13 +10,14 @@ import (
 	"github.com/resumable-go/resumable/errclass"
 )
 
-// classifier: the errclass markers first; then PermissionDenied,
-// Unauthenticated and InvalidArgument fail; the default retries the rest.
-func classifier() errclass.Classifier {
-	return errclass.Chain(errclass.Markers(), errclass.Func(classifyCode))
-}
-
-func classifyCode(err error) errclass.Decision {
+// refused marks, where an etcd request failed, what no retry can change:
+// PermissionDenied, Unauthenticated and InvalidArgument are
+// [errclass.Permanent]; any other error, and one marked already, is
+// returned as it is, for the stream to retry.
+func refused(err error) error {
+	if err == nil || errclass.Markers().Classify(err).Action != errclass.Unknown {
+		return err
+	}
 	code := codes.OK
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
@@ -26,7 +27,7 @@ func classifyCode(err error) errclass.Decision {
 	}
 	switch code {
 	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
-		return errclass.Decision{Action: errclass.Fail}
+		return errclass.Permanent(err)
 	}
-	return errclass.Decision{}
+	return err
 }

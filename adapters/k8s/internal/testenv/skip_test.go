@@ -1,0 +1,76 @@
+package testenv_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/resumable-go/resumable/adapters/k8s/internal/testenv"
+)
+
+// outcome is how a harness call ended a test: skipped or failed, and why.
+type outcome struct {
+	skipped, failed bool
+	msg             string
+}
+
+// recorder is a testing.TB whose Skip and Fatal end only the goroutine of
+// the call under test, recording how.
+type recorder struct {
+	testing.TB
+	out outcome
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skip(args ...any) {
+	r.out = outcome{skipped: true, msg: fmt.Sprint(args...)}
+	runtime.Goexit()
+}
+func (r *recorder) Skipf(format string, args ...any) { r.Skip(fmt.Sprintf(format, args...)) }
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.out = outcome{failed: true, msg: fmt.Sprintf(format, args...)}
+	runtime.Goexit()
+}
+
+// startIn calls testenv.Start in a goroutine of its own with r as its test.
+func startIn(t *testing.T) outcome {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.Start(r)
+	}()
+	<-done
+	return r.out
+}
+
+// TestStartWithoutBinaries: the test-server rule. Without the binaries a
+// local run skips, naming the command that builds them; with CI set the
+// test fails instead (CI never skips). Not opted in, it skips, naming the
+// command that runs these tests.
+func TestStartWithoutBinaries(t *testing.T) {
+	tests := []struct {
+		name   string
+		optIn  string
+		ci     string
+		want   outcome
+		naming string
+	}{
+		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: "bash scripts/testenv.sh build"},
+		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: "bash scripts/testenv.sh build"},
+		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: testenv.EnvIntegration + "=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(testenv.EnvBin, t.TempDir()) // no binaries there
+			t.Setenv(testenv.EnvIntegration, tt.optIn)
+			t.Setenv("CI", tt.ci)
+			got := startIn(t)
+			if got.skipped != tt.want.skipped || got.failed != tt.want.failed || !strings.Contains(got.msg, tt.naming) {
+				t.Errorf("Start() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
+					got.skipped, got.failed, got.msg, tt.want.skipped, tt.want.failed, tt.naming)
+			}
+		})
+	}
+}
