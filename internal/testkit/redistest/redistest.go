@@ -96,10 +96,7 @@ func Require(t testing.TB) string {
 	t.Helper()
 	bin, err := Bin()
 	if err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("%v; install it with: %s (CI unset: skipping)", err, InstallCommand)
-		}
-		t.Fatalf("%v; CI is set, so the server is required (.ci/run installs it with: %s)", err, InstallCommand)
+		childproc.Missing(t, fmt.Sprintf("%v; install it with: %s", err, InstallCommand))
 	}
 	return bin
 }

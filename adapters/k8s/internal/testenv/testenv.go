@@ -117,18 +117,6 @@ func BinDir() string { return childproc.BinDir("k8s-" + KubernetesVersion) }
 // tests against them.
 const runCommand = "RESUMABLE_K8S_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(bash scripts/testenv.sh build) go test -race -count=1 -p 1 ./adapters/k8s/internal/testenv/ ./adapters/k8s/integration/"
 
-// skipOrFail applies the test-server rule of the repository
-// (docs/contributing.md, "The adapter contract"): CI never skips, so with
-// CI set a missing binary fails t; a local run skips t with reason, which
-// names the one command that builds the binary.
-func skipOrFail(t testing.TB, reason string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI is set: a test server is never skipped there)", reason)
-	}
-	t.Skip(reason)
-}
-
 // Available reports whether kube-apiserver and etcd are in [BinDir]: it
 // returns the directory and, when either is missing, a one-line reason
 // that names the command building them.
@@ -172,7 +160,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	binDir, reason := Available()
 	if reason != "" {
-		skipOrFail(t, reason)
+		childproc.Missing(t, reason)
 	}
 	cfg := config{startTimeout: defaultDeadline}
 	for _, o := range opts {
