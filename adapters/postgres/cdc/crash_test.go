@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/testkit/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // envCrashFull turns on the full crash test: 20,000 rows, 50 kills of the

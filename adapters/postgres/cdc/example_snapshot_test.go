@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/internal/testkit/childproc"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // jsonChange is a line of the example's -format json output.

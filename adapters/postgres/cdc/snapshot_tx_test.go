@@ -14,8 +14,8 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 

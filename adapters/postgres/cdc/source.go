@@ -47,6 +47,7 @@ type Source struct {
 	prefixes  []string // the prefixes of the messages to deliver; none: all
 	snapshot  bool     // WithSnapshot was given
 	chunkRows int      // rows per snapshot chunk
+	failover  bool     // WithFailover was given
 
 	pending  atomic.Int32 // len(requests)
 	requests []request    // backfills asked for, guarded by mu
@@ -56,6 +57,7 @@ type Source struct {
 	store cursor.Store[Cursor] // the Store Confirming wrapped, loaded by Open; nil: none
 
 	standby bool // an Open found the slot active and said so: the next waits quietly; only Open uses it
+	opened  bool // an Open of this Source started replication: a missing slot is then never created; only Open uses it
 
 	statuses atomic.Int64 // status updates sent, for tests
 }
@@ -255,7 +257,7 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 		var busy *slotBusy
 		if !errors.As(err, &busy) {
 			if err == nil {
-				s.standby = false
+				s.standby, s.opened = false, true
 			}
 			return c, err
 		}
@@ -327,7 +329,14 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	if err != nil {
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
+	if err := s.checkVersion(pg); err != nil {
+		return nil, err
+	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
+	// Read now: once replication starts, pg takes no other command.
+	if id.history, err = timelineHistory(ctx, pg, sys.Timeline); err != nil {
+		return nil, err
+	}
 	var imp *imported // the slot's snapshot, when WithSnapshot created it
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
@@ -344,6 +353,11 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		}
 		if st.activePID != "" {
 			return nil, &slotBusy{slot: s.slot, pid: st.activePID}
+		}
+		if s.failover && !st.failover {
+			if err := s.alterFailover(ctx, pg); err != nil {
+				return nil, err
+			}
 		}
 		// Taking the slot: from here on no other consumer moves it.
 		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
@@ -362,6 +376,10 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, fmt.Errorf("cdc: cursor %v is inside a resync's replay, which did not finish: %w", after, stream.ErrSourceChanged)
 	}
 	switch {
+	case !found && after.fresh() && s.opened:
+		// The Store holds nothing yet, but this Source streamed the slot:
+		// creating it again would skip what happened in between.
+		return nil, fmt.Errorf("cdc: slot %q: was there when this Source last opened it, now missing (system %s, timeline %d): %w", s.slot, id.system, id.timeline, stream.ErrSourceChanged)
 	case !found && after.fresh():
 		if imp, err = s.createSlotImporting(ctx, pg); err != nil {
 			return nil, err
@@ -371,7 +389,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 			return nil, err
 		}
 	case !found:
-		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
+		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing (system %s, timeline %d): %w", s.slot, after, id.system, id.timeline, stream.ErrSourceChanged)
 	default:
 		if err := st.check(s.slot, after); err != nil {
 			return nil, err
@@ -452,17 +470,20 @@ type identity struct {
 	system   string
 	timeline int32
 	slot     string
+	history  history // the timeline's ancestors (TIMELINE_HISTORY); nil on timeline 1
 }
 
 // check reports an error matching stream.ErrSourceChanged when after was
-// read from another server, timeline or slot. A cursor without an identity
-// is taken as this one's.
+// read from another server or slot, or on a timeline that the server's
+// history left before the cursor (a promoted standby that had not received
+// what the cursor covers). A cursor without an identity is taken as this
+// one's.
 func (id identity) check(after Cursor) error {
 	switch {
 	case after.System != "" && after.System != id.system:
 		return fmt.Errorf("cdc: system identifier: was %s, now %s (cursor %v): %w", after.System, id.system, after, stream.ErrSourceChanged)
 	case after.Timeline != 0 && after.Timeline != id.timeline:
-		return fmt.Errorf("cdc: timeline: was %d, now %d (cursor %v): %w", after.Timeline, id.timeline, after, stream.ErrSourceChanged)
+		return id.checkTimeline(after)
 	case after.Slot != "" && after.Slot != id.slot:
 		return fmt.Errorf("cdc: slot: was %q, now %q (cursor %v): %w", after.Slot, id.slot, after, stream.ErrSourceChanged)
 	}
@@ -472,8 +493,9 @@ func (id identity) check(after Cursor) error {
 // matches reports whether c may be confirmed on a connection with this
 // identity: it was read from it, or carries no identity.
 func (id identity) matches(c Cursor) bool {
+	_, kept := id.history.covers(c)
 	return (c.System == "" || c.System == id.system) &&
-		(c.Timeline == 0 || c.Timeline == id.timeline) &&
+		(c.Timeline == 0 || c.Timeline == id.timeline || kept) &&
 		(c.Slot == "" || c.Slot == id.slot)
 }
 
@@ -485,6 +507,7 @@ type slotState struct {
 	conflicting            bool   // invalidated by a conflict with recovery (PostgreSQL 16)
 	activePID              string // the server process holding the slot; empty: none
 	temporary              bool
+	failover               bool // a failover slot (PostgreSQL 17)
 	confirmed              pglogrepl.LSN
 }
 
@@ -495,7 +518,7 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 	// conflicting (16) and invalidation_reason (17) are read through
 	// to_jsonb: absent on older servers, they read as empty.
 	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, ''), coalesce(active_pid::text, ''), " +
-		"coalesce(to_jsonb(s)->>'invalidation_reason', ''), coalesce(to_jsonb(s)->>'conflicting', '') FROM pg_replication_slots s WHERE slot_name = '" + s.slot + "'"
+		"coalesce(to_jsonb(s)->>'invalidation_reason', ''), coalesce(to_jsonb(s)->>'conflicting', ''), coalesce(to_jsonb(s)->>'failover', '') FROM pg_replication_slots s WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
@@ -504,11 +527,11 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
-	if len(row) != 9 {
+	if len(row) != 10 {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %d columns", s.slot, len(row))
 	}
 	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5]), activePID: string(row[6]),
-		invalidation: string(row[7]), conflicting: string(row[8]) == "true"}
+		invalidation: string(row[7]), conflicting: string(row[8]) == "true", failover: string(row[9]) == "true"}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
@@ -555,6 +578,10 @@ func (st slotState) check(slot string, after Cursor) error {
 
 // createSlot creates the stream's slot: permanent, pgoutput.
 func (s *Source) createSlot(ctx context.Context, pg *pgconn.PgConn) error {
+	if s.failover {
+		_, _, err := s.createFailoverSlot(ctx, pg, "nothing")
+		return err
+	}
 	_, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {

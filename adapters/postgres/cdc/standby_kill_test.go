@@ -19,8 +19,8 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 // TestTupleKeyOnlyOld: a DELETE under REPLICA IDENTITY DEFAULT sends the

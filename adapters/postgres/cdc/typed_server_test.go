@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
-	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
 
