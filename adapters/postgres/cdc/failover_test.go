@@ -35,6 +35,7 @@ func startPair(t *testing.T, waitFor bool) *pair {
 	p := pgtest.Start(t, pgtest.Options{Version: 17})
 	replExec(t, p.DSN(),
 		"CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL DEFAULT 0)",
+		"CREATE TABLE other (note text)", // not published
 		"CREATE PUBLICATION pub FOR TABLE items")
 	sb := p.Standby(t, "sb1", nil)
 	if waitFor {
@@ -137,6 +138,12 @@ func runConsumer(t *testing.T, dsn, slot string, store cursor.Store[cdc.Cursor],
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runSource(t, src, store)
+}
+
+// runSource runs a Resumer over src in the background.
+func runSource(t *testing.T, src *cdc.Source, store cursor.Store[cdc.Cursor]) *consumer {
+	t.Helper()
 	connected := make(chan struct{})
 	var once sync.Once
 	r, err := cdc.NewResumer(src, store, stream.WithBackoff(backoff.Constant(50*time.Millisecond)), stream.WithCheckpointEvery(1),
@@ -410,5 +417,105 @@ func TestWithFailoverAltersSlotPG17(t *testing.T) {
 		if n := count(t, dsn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND failover", slot); n != 1 {
 			t.Errorf("slot %s: failover slots %d, want 1", slot, n)
 		}
+	}
+}
+
+// health polls src.Health until cond holds.
+func health(t *testing.T, src *cdc.Source, what string, cond func(cdc.Health) bool) cdc.Health {
+	t.Helper()
+	var h cdc.Health
+	replUntil(t, what, func() bool {
+		var err error
+		h, err = src.Health(t.Context())
+		if err != nil {
+			t.Fatalf("Health() = %v", err)
+		}
+		return cond(h)
+	})
+	return h
+}
+
+// TestHealthPG17: failover readiness turns true once the standby holds a
+// synced copy; with the consumer paused and writers on, the commit lag and
+// the retained WAL grow; resumed, they fall.
+func TestHealthPG17(t *testing.T) {
+	pr := startPair(t, true)
+	src, err := cdc.NewSource(pr.dsn, "lag", "pub", cdc.WithFailover(), cdc.WithStatusInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := cursor.NewMemory(cdc.Cursor{})
+	c := runSource(t, src, store)
+	c.awaitConnected(t)
+	ctx := pgtest.Ctx(t)
+	if err := pr.insert(ctx, seq(1, 5)...); err != nil {
+		t.Fatal(err)
+	}
+	replUntil(t, "rows 1-5 handled", func() bool { return c.has(seq(1, 5)...) })
+	next := 100
+	pr.awaitSynced(t, "lag", func() int { next++; return next })
+	ready := health(t, src, "failover ready", func(h cdc.Health) bool { return h.FailoverReady })
+	if !ready.Failover || ready.SynchronizedStandbySlots != "sb1" || ready.WALStatus != "reserved" || ready.Invalidation != "" || len(ready.Standbys) != 1 {
+		t.Fatalf("Health() = %+v, want a reserved failover slot, synchronized_standby_slots sb1, one synced standby", ready)
+	}
+	if err := c.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want context.Canceled", err)
+	}
+	paused, err := src.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writers on, consumer paused: more WAL kept, an older commit held.
+	behind := health(t, src, "the retained WAL to grow", func(h cdc.Health) bool {
+		next++
+		if err := pr.insert(ctx, seq(next*10000, next*10000+4999)...); err != nil {
+			t.Fatal(err)
+		}
+		return h.RetainedBytes > paused.RetainedBytes+(1<<20)
+	})
+	if !behind.CommitTime.Equal(paused.CommitTime) || behind.CommitLag <= paused.CommitLag {
+		t.Fatalf("paused: commit time %v then %v, lag %v then %v; want the same time, a longer lag", paused.CommitTime, behind.CommitTime, paused.CommitLag, behind.CommitLag)
+	}
+	last := next*10000 + 4999
+	c = runSource(t, src, store)
+	replUntil(t, "every row handled", func() bool { return c.has(last) })
+	// Writes the publication does not publish move the slot on (the
+	// stream's Progress positions).
+	caught := health(t, src, "the retained WAL to fall", func(h cdc.Health) bool {
+		replExec(t, pr.primary.DSN(), "INSERT INTO other SELECT repeat('x', 100) FROM generate_series(1, 1000)", "SELECT pg_log_standby_snapshot()")
+		return h.RetainedBytes < behind.RetainedBytes
+	})
+	if !caught.CommitTime.After(behind.CommitTime) {
+		t.Fatalf("resumed: commit time %v, want after %v", caught.CommitTime, behind.CommitTime)
+	}
+	t.Logf("retained WAL: %d bytes paused, %d behind, %d caught up; commit lag %v behind, %v caught up",
+		paused.RetainedBytes, behind.RetainedBytes, caught.RetainedBytes, behind.CommitLag, caught.CommitLag)
+}
+
+// TestHealthSlotLostPG17: a slot pushed to lost by max_slot_wal_keep_size
+// is reported by its invalidation reason, as ErrSourceChanged.
+func TestHealthSlotLostPG17(t *testing.T) {
+	srv := pgtest.Start(t, pgtest.Options{Version: 17, Settings: map[string]string{"max_slot_wal_keep_size": "'1MB'"}})
+	dsn := srv.DSN()
+	replExec(t, dsn, "CREATE TABLE items (id int PRIMARY KEY)", "CREATE TABLE other (note text)", "CREATE PUBLICATION pub FOR TABLE items",
+		"SELECT pg_create_logical_replication_slot('lost', 'pgoutput')")
+	src, err := cdc.NewSource(dsn, "lost", "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := src.Health(t.Context())
+	if err != nil || h.WALStatus != "reserved" || h.SafeWALBytes < 0 || h.Failover || h.FailoverReady {
+		t.Fatalf("Health() = %+v, %v; want a reserved slot with a safe size, no failover", h, err)
+	}
+	replUntil(t, "the slot to be lost", func() bool {
+		replExec(t, dsn, "INSERT INTO other VALUES ('x')", "SELECT pg_switch_wal()", "CHECKPOINT")
+		h, err = src.Health(t.Context())
+		return err != nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), "invalidation_reason wal_removed") || h.Invalidation != "wal_removed" || h.WALStatus != "lost" {
+		t.Fatalf("Health() = %+v, %v; want invalidation wal_removed, ErrSourceChanged naming it", h, err)
+	}
+	if _, err := src.Open(t.Context(), cdc.Cursor{}); !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), "wal_removed") {
+		t.Fatalf("Open() = %v, want ErrSourceChanged naming wal_removed", err)
 	}
 }

@@ -56,6 +56,10 @@ type Source struct {
 	saved Cursor               // the last cursor the Store loaded or saved; zero: none
 	store cursor.Store[Cursor] // the Store Confirming wrapped, loaded by Open; nil: none
 
+	tracking    atomic.Bool  // a Store was wrapped: note transactions for the commit lag
+	marks       []commitMark // transactions read and not covered by a saved cursor, guarded by mu
+	committedAt time.Time    // the commit time of the last saved cursor, guarded by mu
+
 	standby bool // an Open found the slot active and said so: the next waits quietly; only Open uses it
 	opened  bool // an Open of this Source started replication: a missing slot is then never created; only Open uses it
 
@@ -160,6 +164,7 @@ func (s *Source) Confirming(st cursor.Store[Cursor]) cursor.Store[Cursor] {
 	s.mu.Lock()
 	s.store = st
 	s.mu.Unlock()
+	s.tracking.Store(st != nil)
 	return &confirming{src: s, st: st}
 }
 
@@ -196,6 +201,7 @@ func (s *Source) hold(c Cursor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saved = c
+	s.noteSaved(c)
 	if s.pending.Load() == 0 {
 		return
 	}
