@@ -16,6 +16,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/internal/wait"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -64,6 +65,8 @@ type Source struct {
 	opened  bool // an Open of this Source started replication: a missing slot is then never created; only Open uses it
 
 	statuses atomic.Int64 // status updates sent, for tests
+
+	optErrs []error // the options' bad arguments, reported by NewSource
 }
 
 var _ stream.Source[Event, Cursor] = (*Source)(nil)
@@ -87,12 +90,23 @@ func WithStatusInterval(d time.Duration) SourceOption {
 	return sourceOption(func(s *Source) {
 		switch {
 		case d < 0:
-			s.interval = -1
+			s.optErrs = append(s.optErrs, invalid("cdc: WithStatusInterval", "d", d, "must not be negative"))
 		case d > 0:
 			s.interval = d
 		}
 	})
 }
+
+// invalid is the error of a bad argument: a badarg.Error that matches
+// ErrInvalid too.
+func invalid(where, arg string, value any, why string) error {
+	return &badarg.Error{Where: where, Arg: arg, Value: value, Why: why, Mark: ErrInvalid}
+}
+
+// hidden stands for a DSN in a message: it may hold a password.
+type hidden int
+
+func (h hidden) String() string { return fmt.Sprintf("(%d bytes, not shown)", int(h)) }
 
 // slotName is what PostgreSQL accepts as a replication slot's name.
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -107,20 +121,24 @@ var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 // is added). The role needs the REPLICATION attribute (or to be a
 // superuser), and the server wal_level=logical.
 //
-// It returns an error matching [ErrInvalid] for a dsn that does not parse,
-// a slot name that is not 1–63 characters of a–z, 0–9 and _, a publication
-// name that is not an unquoted identifier, or a bad option.
+// It returns an error matching [ErrInvalid] and stream.ErrInvalidOption,
+// naming each bad argument (errors.Join of all), for a dsn that does not
+// parse, a slot name that is not 1–63 characters of a–z, 0–9 and _, a
+// publication name that is not an unquoted identifier, or a bad option.
 func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
+	const where = "cdc: NewSource"
+	var errs []error
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("cdc: NewSource: %w: %w", err, ErrInvalid)
+		errs = append(errs, invalid(where, "dsn", hidden(len(dsn)), "does not parse: "+err.Error()))
+	} else {
+		cfg.RuntimeParams["replication"] = "database"
 	}
-	cfg.RuntimeParams["replication"] = "database"
 	if !slotName.MatchString(slot) {
-		return nil, fmt.Errorf("cdc: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _: %w", slot, ErrInvalid)
+		errs = append(errs, invalid(where, "slot", slot, "must be 1 to 63 characters of a-z, 0-9 and _"))
 	}
 	if !pubName.MatchString(publication) {
-		return nil, fmt.Errorf("cdc: NewSource: publication name %q is not an unquoted identifier: %w", publication, ErrInvalid)
+		errs = append(errs, invalid(where, "publication", publication, "must be an unquoted identifier"))
 	}
 	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval, chunkRows: defaultChunkRows}
 	for _, o := range opts {
@@ -128,11 +146,8 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 			o.applySource(s)
 		}
 	}
-	if s.interval < 0 {
-		return nil, fmt.Errorf("cdc: NewSource: WithStatusInterval: negative interval: %w", ErrInvalid)
-	}
-	if s.chunkRows < 0 {
-		return nil, fmt.Errorf("cdc: NewSource: WithSnapshot: negative chunk size: %w", ErrInvalid)
+	if err := errors.Join(append(errs, s.optErrs...)...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -141,8 +156,15 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 // [Extract], src.Confirming(store) as the Store, and [Compare] as the
 // cursor order. opts come after these.
 func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event, Cursor], error) {
-	if src == nil || store == nil {
-		return nil, fmt.Errorf("cdc: NewResumer: nil Source or Store: %w", ErrInvalid)
+	var errs []error
+	if src == nil {
+		errs = append(errs, invalid("cdc: NewResumer", "src", src, "must not be nil"))
+	}
+	if store == nil {
+		errs = append(errs, invalid("cdc: NewResumer", "store", store, "must not be nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	base := []stream.Option{stream.WithCursorOrder(Compare)}
 	return stream.New(src, Extract, src.Confirming(store), append(base, opts...)...)
