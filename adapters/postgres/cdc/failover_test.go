@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/resumable-go/resumable/adapters/postgres"
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
@@ -518,4 +520,138 @@ func TestHealthSlotLostPG17(t *testing.T) {
 	if _, err := src.Open(t.Context(), cdc.Cursor{}); !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), "wal_removed") {
 		t.Fatalf("Open() = %v, want ErrSourceChanged naming wal_removed", err)
 	}
+}
+
+// TestFailoverTransactionalPG17: two relays on failover slots, one with
+// Transactional and one with TransactionalBatch, apply every insert into a
+// target on a third server, their cursors there too, while the primary
+// crashes and its standby is promoted, writers on: every row of the
+// survivor is applied exactly once.
+func TestFailoverTransactionalPG17(t *testing.T) {
+	pr := startPair(t, true)
+	type relayRun struct {
+		name string
+		pool *pgxpool.Pool
+		done chan error
+	}
+	ctx, cancel := context.WithCancel(pgtest.Ctx(t))
+	var relays []relayRun
+	defer func() {
+		cancel()
+		for _, r := range relays {
+			if err := <-r.done; !errors.Is(err, context.Canceled) {
+				t.Errorf("relay %s: Run() = %v, want context.Canceled", r.name, err)
+			}
+		}
+	}()
+	connected := make(chan string, 2)
+	for _, name := range []string{"tx", "batch"} {
+		target := pgtest.NewDB(t) // the shared server: a third one
+		replExec(t, target, "CREATE TABLE applied (id int NOT NULL)")
+		pool, store := relayStore(t, target)
+		src, err := cdc.NewSource(pr.dsn, "fo_"+name, "pub", cdc.WithFailover(), cdc.WithStatusInterval(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []stream.Option{stream.WithBackoff(backoff.Constant(50 * time.Millisecond)),
+			stream.WithHooks(stream.Hooks[cdc.Cursor]{OnConnect: func(stream.ConnectEvent[cdc.Cursor]) {
+				select {
+				case connected <- name:
+				default:
+				}
+			}})}
+		if name == "batch" {
+			opts = append(opts, stream.WithBatch(16, 5*time.Millisecond), cdc.WithTxBatches())
+		}
+		r, err := cdc.NewResumer(src, store, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr := relayRun{name: name, pool: pool, done: make(chan error, 1)}
+		if name == "batch" {
+			handle := postgres.TransactionalBatch(store, cdc.Extract, func(ctx context.Context, tx pgx.Tx, evs []cdc.Event) error {
+				for _, ev := range evs {
+					if err := applyInsert(ctx, tx, ev); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			go func() { rr.done <- r.RunBatch(ctx, handle) }()
+		} else {
+			go func() { rr.done <- r.Run(ctx, postgres.Transactional(store, cdc.Extract, applyInsert)) }()
+		}
+		relays = append(relays, rr)
+	}
+	for range relays {
+		select {
+		case <-connected:
+		case <-ctx.Done():
+			t.Fatal("relays did not connect")
+		}
+	}
+	next := 0
+	for _, slot := range []string{"fo_tx", "fo_batch"} {
+		pr.awaitSynced(t, slot, func() int { next++; return next })
+	}
+	var acked atomic.Int64
+	acked.Store(int64(next))
+	wctx, stopWriter := context.WithCancel(ctx)
+	writer := make(chan struct{})
+	go func() {
+		defer close(writer)
+		tick := time.NewTicker(2 * time.Millisecond) // a rate of writes
+		defer tick.Stop()
+		for id := next + 1; wctx.Err() == nil; {
+			// Three rows a transaction, so that batches hold several.
+			if err := pr.insert(wctx, id, id+1, id+2); err == nil || strings.Contains(err.Error(), "duplicate key") {
+				acked.Store(int64(id + 2))
+				id += 3
+			}
+			select {
+			case <-wctx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { stopWriter(); <-writer }()
+	from := acked.Load()
+	replUntil(t, "30 rows written", func() bool { return acked.Load() >= from+30 })
+	if err := pr.primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from = acked.Load()
+	replUntil(t, "30 rows written on the promoted standby", func() bool { return acked.Load() >= from+30 })
+	stopWriter()
+	<-writer
+	survivor := ids(t, pr.standby.DSN())
+	for _, r := range relays {
+		replUntil(t, r.name+": every row of the survivor applied", func() bool {
+			select {
+			case err := <-r.done:
+				t.Fatalf("relay %s stopped: %v", r.name, err)
+			default:
+			}
+			var rows, distinct, missing int
+			err := r.pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT id), cardinality(array(SELECT unnest($1::int[]) EXCEPT SELECT id FROM applied)) FROM applied", survivor).Scan(&rows, &distinct, &missing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows != distinct {
+				t.Fatalf("relay %s: %d rows applied, %d distinct: a change applied twice", r.name, rows, distinct)
+			}
+			return missing == 0
+		})
+		var extra int
+		if err := r.pool.QueryRow(ctx, "SELECT count(*) FROM applied WHERE NOT id = ANY($1::int[])", survivor).Scan(&extra); err != nil {
+			t.Fatal(err)
+		}
+		if extra != 0 {
+			t.Fatalf("relay %s: %d rows applied that the survivor does not hold", r.name, extra)
+		}
+	}
+	t.Logf("%d rows on the survivor, applied exactly once by both relays", len(survivor))
 }
