@@ -32,7 +32,8 @@
 //
 // -failover creates the slot as a failover slot (PostgreSQL 17), which a
 // physical standby with sync_replication_slots = on keeps a synced copy
-// of, and retries a lost connection at most every 5 s. With a DSN naming
+// of, confirms positions every second (the synced copy is persisted once
+// the slot moves), and retries a lost connection at most every 5 s. With a DSN naming
 // the primary and its standby and asking for the primary, e.g.
 //
 //	postgres://postgres@127.0.0.1:5432,127.0.0.1:5433/db?target_session_attrs=read-write
@@ -133,7 +134,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.slot, "slot", "", "the logical replication slot (created when absent and the state file holds no cursor)")
 	fs.StringVar(&cfg.pub, "publication", "", "the publication to consume")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
-	fs.BoolVar(&cfg.failover, "failover", false, "create the slot as a failover slot (PostgreSQL 17), and retry a lost connection at most every 5s")
+	fs.BoolVar(&cfg.failover, "failover", false, "create the slot as a failover slot (PostgreSQL 17), confirm every 1s, and retry a lost connection at most every 5s")
 	fs.BoolVar(&cfg.snapshot, "snapshot", false, "on a first start (no cursor in the state file), deliver the rows that already exist first")
 	format := fs.String("format", "text", "the output: text (handled lines) or json (one object per row)")
 	fs.Var((*tables)(&cfg.backfill), "backfill", "backfill this table while streaming (repeatable)")
@@ -174,7 +175,9 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		opts = append(opts, cdc.WithSnapshot(0))
 	}
 	if cfg.failover {
-		opts = append(opts, cdc.WithFailover())
+		// Confirming every second moves the slot on, which the standby's
+		// synced copy waits for before it is persisted.
+		opts = append(opts, cdc.WithFailover(), cdc.WithStatusInterval(time.Second))
 	}
 	src, err := cdc.NewSource(cfg.dsn, cfg.slot, cfg.pub, opts...)
 	if err != nil {

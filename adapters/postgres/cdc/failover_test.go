@@ -115,6 +115,7 @@ type consumer struct {
 	seen     map[int]bool
 	timeline map[int32]time.Time // when the first change read on each timeline was handled
 	last     cdc.Cursor
+	handled  int
 
 	cancel    context.CancelFunc
 	done      chan error
@@ -146,6 +147,13 @@ func runConsumer(t *testing.T, dsn, slot string, store cursor.Store[cdc.Cursor],
 // runSource runs a Resumer over src in the background.
 func runSource(t *testing.T, src *cdc.Source, store cursor.Store[cdc.Cursor]) *consumer {
 	t.Helper()
+	return runSourceGated(t, src, store, func(int) {})
+}
+
+// runSourceGated runs a Resumer over src in the background, calling gate
+// with the number of events handled before handling each.
+func runSourceGated(t *testing.T, src *cdc.Source, store cursor.Store[cdc.Cursor], gate func(n int)) *consumer {
+	t.Helper()
 	connected := make(chan struct{})
 	var once sync.Once
 	r, err := cdc.NewResumer(src, store, stream.WithBackoff(backoff.Constant(50*time.Millisecond)), stream.WithCheckpointEvery(1),
@@ -164,13 +172,15 @@ func runSource(t *testing.T, src *cdc.Source, store cursor.Store[cdc.Cursor]) *c
 	c := &consumer{seen: map[int]bool{}, timeline: map[int32]time.Time{}, cancel: cancel, done: make(chan error, 1), connected: connected}
 	go func() {
 		c.done <- r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+			gate(c.count())
 			c.mu.Lock()
 			defer c.mu.Unlock()
+			c.handled++
 			if _, ok := c.timeline[ev.Cursor.Timeline]; !ok {
 				c.timeline[ev.Cursor.Timeline] = time.Now()
 			}
 			c.last = ev.Cursor
-			if ev.Op == cdc.Insert {
+			if ev.Op == cdc.Insert || ev.Op == cdc.Snapshot {
 				id, _ := ev.New.Get("id")
 				var n int
 				fmt.Sscan(string(id), &n)
@@ -191,6 +201,13 @@ func (c *consumer) stop() error {
 		close(c.done)
 	}
 	return err
+}
+
+// count returns the number of events handled.
+func (c *consumer) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.handled
 }
 
 // has reports whether the consumer handled every id of want.
@@ -654,4 +671,72 @@ func TestFailoverTransactionalPG17(t *testing.T) {
 		}
 	}
 	t.Logf("%d rows on the survivor, applied exactly once by both relays", len(survivor))
+}
+
+// TestFailoverDuringSnapshotPG17: the primary crashes while the stream's
+// first start delivers the existing rows (WithSnapshot), writers on. A
+// failover slot's synced copy is only persisted once the primary's slot
+// moved past the standby's position, which a snapshot in progress never
+// moves: the promoted standby either goes on (every row of the survivor
+// delivered) or is refused as a changed source naming the slot — never a
+// stream that skips.
+func TestFailoverDuringSnapshotPG17(t *testing.T) {
+	pr := startPair(t, true)
+	replExec(t, pr.primary.DSN(), "INSERT INTO items (id) SELECT g FROM generate_series(1, 3000) g")
+	gate := make(chan struct{})
+	var once sync.Once
+	src, err := cdc.NewSource(pr.dsn, "snap", "pub", cdc.WithFailover(), cdc.WithSnapshot(200), cdc.WithStatusInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runSourceGated(t, src, cursor.NewMemory(cdc.Cursor{}), func(n int) {
+		if n == 1000 { // a third of the snapshot: wait for the failover
+			<-gate
+		}
+	})
+	defer once.Do(func() { close(gate) })
+	replUntil(t, "1000 snapshot rows handled", func() bool { return c.count() >= 1000 })
+	next := 10000
+	synced := false
+	for range 20 {
+		if err := pr.insert(t.Context(), next); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		replExec(t, pr.primary.DSN(), "SELECT pg_log_standby_snapshot()")
+		if count(t, pr.standby.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'snap' AND synced AND NOT temporary") == 1 {
+			synced = true
+			break
+		}
+	}
+	t.Logf("synced copy persisted during the snapshot: %t", synced)
+	if err := pr.primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.standby.Promote(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.insert(t.Context(), next); err != nil {
+		t.Fatal(err)
+	}
+	once.Do(func() { close(gate) })
+	survivor := ids(t, pr.standby.DSN())
+	ctx := pgtest.Ctx(t)
+	for !c.has(survivor...) {
+		select {
+		case err := <-c.done:
+			close(c.done)
+			if !errors.Is(err, stream.ErrSourceChanged) || !strings.Contains(err.Error(), `slot "snap"`) {
+				t.Fatalf("Run() = %v, want ErrSourceChanged naming slot \"snap\"", err)
+			}
+			t.Logf("refused: %v", err)
+			return
+		case <-ctx.Done():
+			t.Fatalf("rows of the survivor not all handled: %v", ctx.Err())
+		case <-time.After(10 * time.Millisecond): // look again
+		}
+	}
+	if !synced {
+		t.Fatalf("every row handled though the synced copy was temporary")
+	}
 }
