@@ -54,15 +54,19 @@ type pair struct {
 	dsn              string
 }
 
-func startPair(t *testing.T) *pair {
+// startPair starts a pair; with waitFor, the primary's synchronized_standby_slots
+// names the standby.
+func startPair(t *testing.T, waitFor bool) *pair {
 	t.Helper()
 	p := pgtest.Start(t, pgtest.Options{Version: 17})
 	if err := p.Exec(t.Context(), "CREATE TABLE items (id int PRIMARY KEY)", "CREATE PUBLICATION pub FOR TABLE items"); err != nil {
 		t.Fatal(err)
 	}
 	sb := p.Standby(t, "sb1", nil)
-	if err := p.Exec(t.Context(), "ALTER SYSTEM SET synchronized_standby_slots = 'sb1'", "SELECT pg_reload_conf()"); err != nil {
-		t.Fatal(err)
+	if waitFor {
+		if err := p.Exec(t.Context(), "ALTER SYSTEM SET synchronized_standby_slots = 'sb1'", "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &pair{primary: p, standby: sb,
 		dsn: fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write", p.Port(), sb.Port())}
@@ -120,7 +124,7 @@ func start(ctx context.Context, out *output, args ...string) <-chan error {
 // servers, every row committed on the promoted standby is printed, writes
 // going on through the failover.
 func TestFailoverFollowsPromotion(t *testing.T) {
-	pr := startPair(t)
+	pr := startPair(t, true)
 	state := filepath.Join(t.TempDir(), "state")
 	out := &output{}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -205,7 +209,7 @@ func TestFailoverFollowsPromotion(t *testing.T) {
 // (not a failover slot) stops the example with an error naming the slot,
 // and the slot is not created there.
 func TestFailoverSlotNotSynced(t *testing.T) {
-	pr := startPair(t)
+	pr := startPair(t, true)
 	state := filepath.Join(t.TempDir(), "state")
 	out := &output{}
 	done := start(t.Context(), out, "-dsn", pr.dsn, "-slot", "plain", "-publication", "pub", "-state", state)
@@ -233,5 +237,71 @@ func TestFailoverSlotNotSynced(t *testing.T) {
 	}
 	if n := scalar[int64](t, pr.standby.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'plain'"); n != 0 {
 		t.Fatalf("slot plain on the promoted standby: %d, want none", n)
+	}
+}
+
+// awaitSynced waits until the standby holds a persistent synced copy of
+// slot, inserting a row (ids from next on) at each look so that it moves;
+// it returns the next id.
+func (pr *pair) awaitSynced(t *testing.T, slot string, next int) int {
+	t.Helper()
+	until(t, "slot "+slot+" synced on the standby", func() bool {
+		if err := pr.insert(t.Context(), next); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		if err := pr.primary.Exec(t.Context(), "SELECT pg_log_standby_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		return scalar[int64](t, pr.standby.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND synced AND NOT temporary", slot) == 1
+	})
+	return next
+}
+
+// TestFailoverStandbyBehind: a promoted standby that stopped before rows
+// the example printed (though it holds a synced copy of the slot) stops
+// the running example with an error naming the timeline and the branch
+// point, and nothing more is printed.
+func TestFailoverStandbyBehind(t *testing.T) {
+	pr := startPair(t, false)
+	state := filepath.Join(t.TempDir(), "state")
+	out := &output{}
+	done := start(t.Context(), out, "-dsn", pr.dsn, "-slot", "behind", "-publication", "pub", "-state", state, "-failover")
+	until(t, "slot behind", func() bool {
+		return scalar[int64](t, pr.primary.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'behind'") == 1
+	})
+	next := pr.awaitSynced(t, "behind", 1)
+	if err := pr.standby.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.insert(t.Context(), next, next+1, next+2); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the rows the standby lacks printed", func() bool { return out.printed(next, next+1, next+2) })
+	if err := pr.primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	printed := out.String()
+	if err := pr.standby.Start(); err != nil {
+		t.Fatal(err)
+	}
+	promoting := time.Now()
+	if err := pr.standby.Promote(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(pgtest.Deadline):
+		t.Fatalf("run() did not return within %v", pgtest.Deadline)
+	}
+	t.Logf("run() returned %v after pg_promote began: %v", time.Since(promoting), err)
+	for _, want := range []string{`slot "behind"`, "timeline: was 1, now 2", "branched from timeline 1 at"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("run() = %v, want an error containing %q", err, want)
+		}
+	}
+	if got := out.String(); got != printed {
+		t.Fatalf("printed after the crash: %q", strings.TrimPrefix(got, printed))
 	}
 }
