@@ -272,7 +272,7 @@ func skipOrFail(t testing.TB, opts Options, err error) {
 	t.Helper()
 	if errors.Is(err, ErrNoBinaries) && os.Getenv("CI") == "" {
 		if opts.Version == 17 {
-			t.Skipf("%v; install PostgreSQL 17 with: %s (or set %s) (CI unset: skipping)", err, InstallPG17, EnvPG17Bin)
+			t.Skipf("%v; install PostgreSQL 17 with, from the repository's root: %s (or set %s) (CI unset: skipping)", err, InstallPG17, EnvPG17Bin)
 		}
 		t.Skipf("%v; install Debian's postgresql package or set %s (CI unset: skipping)", err, EnvBin)
 	}
