@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -63,5 +64,40 @@ func TestCheckTimeline(t *testing.T) {
 	var none history
 	if _, ok := none.covers(Cursor{LSN: pglogrepl.LSN(1), Timeline: 1}); ok {
 		t.Errorf("covers() on no history = true")
+	}
+}
+
+// TestCommitTimeOfSaves: a saved cursor takes the commit time of its
+// transaction; a position with nothing in flight is caught up (now); the
+// transactions it covers are forgotten, and at most maxMarks are kept.
+func TestCommitTimeOfSaves(t *testing.T) {
+	s := &Source{}
+	s.tracking.Store(true)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 3 {
+		s.noteBegin(pglogrepl.LSN(0x100*(i+1)), t0.Add(time.Duration(i)*time.Second))
+	}
+	s.hold(Cursor{LSN: 0x200, Index: 1})
+	if got := s.committedAt; !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("commit time after a save at the 2nd transaction = %v, want %v", got, t0.Add(time.Second))
+	}
+	if len(s.marks) != 1 || s.marks[0].lsn != 0x300 {
+		t.Fatalf("marks = %v, want the 3rd transaction's only", s.marks)
+	}
+	before := time.Now()
+	s.hold(Cursor{LSN: 0x400, Index: -1}) // a Progress position past everything
+	if got := s.committedAt; got.Before(before) || len(s.marks) != 0 {
+		t.Fatalf("after a Progress save: commit time %v (want now), marks %v (want none)", got, s.marks)
+	}
+	for i := range maxMarks + 10 {
+		s.noteBegin(pglogrepl.LSN(0x1000+i), t0)
+	}
+	if len(s.marks) > maxMarks {
+		t.Fatalf("%d marks kept, want at most %d", len(s.marks), maxMarks)
+	}
+	var untracked Source
+	untracked.noteBegin(0x100, t0)
+	if len(untracked.marks) != 0 {
+		t.Fatalf("a Source without a Store noted %d transactions", len(untracked.marks))
 	}
 }
