@@ -269,8 +269,11 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // created (never a temporary one), and the stream starts where the slot
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
-// server's system identifier or timeline is not the cursor's, when the
-// slot is missing, when the slot's confirmed_flush_lsn lies beyond the
+// server's system identifier is not the cursor's, when its timeline is not
+// the cursor's nor one that branched from it after the cursor (a promoted
+// standby that had the cursor's changes: see [WithFailover]), when the
+// slot is missing (it is never created then, nor once this Source streamed
+// it), when the slot's confirmed_flush_lsn lies beyond the
 // cursor (the slot was recreated, or moved by another consumer): changes
 // between them are gone, or when the cursor is inside a resync's replay. A
 // slot that is not a permanent pgoutput slot of the database, and errors
