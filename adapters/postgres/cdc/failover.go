@@ -20,8 +20,9 @@ import (
 // physical standby with sync_replication_slots = on keeps a synced copy,
 // and the stream goes on from its cursor on the standby once promoted
 // (give NewSource a DSN naming both servers, with
-// target_session_attrs=read-write). On an older server Open fails with an
-// error matching [ErrInvalid] naming the version.
+// target_session_attrs=read-write: NewSource refuses several hosts without
+// it). On an older server Open fails with an error matching [ErrInvalid]
+// naming the version.
 func WithFailover() SourceOption {
 	return sourceOption(func(s *Source) { s.failover = true })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,15 @@ func invalid(where, arg string, value any, why string) error {
 	return &badarg.Error{Where: where, Arg: arg, Value: value, Why: why, Mark: ErrInvalid}
 }
 
+// hosts returns the number of distinct servers cfg names.
+func hosts(cfg *pgconn.Config) int {
+	seen := map[string]bool{cfg.Host + ":" + strconv.Itoa(int(cfg.Port)): true}
+	for _, fb := range cfg.Fallbacks {
+		seen[fb.Host+":"+strconv.Itoa(int(fb.Port))] = true
+	}
+	return len(seen)
+}
+
 // hidden stands for a DSN in a message: it may hold a password.
 type hidden int
 
@@ -123,7 +133,8 @@ var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 //
 // It returns an error matching [ErrInvalid] and stream.ErrInvalidOption,
 // naming each bad argument (errors.Join of all), for a dsn that does not
-// parse, a slot name that is not 1–63 characters of a–z, 0–9 and _, a
+// parse or, with [WithFailover], names several hosts without
+// target_session_attrs=read-write (or primary), a slot name that is not 1–63 characters of a–z, 0–9 and _, a
 // publication name that is not an unquoted identifier, or a bad option.
 func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
 	const where = "cdc: NewSource"
@@ -145,6 +156,9 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 		if o != nil {
 			o.applySource(s)
 		}
+	}
+	if s.failover && cfg != nil && hosts(cfg) > 1 && cfg.ValidateConnect == nil {
+		errs = append(errs, invalid(where, "dsn", hidden(len(dsn)), "names several hosts without target_session_attrs=read-write (or primary), with WithFailover: a standby could be chosen"))
 	}
 	if err := errors.Join(append(errs, s.optErrs...)...); err != nil {
 		return nil, err

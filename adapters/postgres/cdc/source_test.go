@@ -642,6 +642,8 @@ func TestInvalidArguments(t *testing.T) {
 		want []string
 	}{
 		{name: "bad dsn", call: newSource("postgres://u:secret@%zz", "s", "p"), want: []string{"cdc: NewSource: dsn = (23 bytes, not shown): does not parse"}},
+		{name: "failover over several hosts, any may answer", call: newSource("postgres://u@h1:5432,h2:5433/db", "s", "p", cdc.WithFailover()),
+			want: []string{"cdc: NewSource: dsn = (31 bytes, not shown): names several hosts without target_session_attrs=read-write"}},
 		{name: "empty slot", call: newSource(dsn, "", "p"), want: []string{`cdc: NewSource: slot = "": must be 1 to 63 characters`}},
 		{name: "upper-case slot", call: newSource(dsn, "Slot", "p"), want: []string{`cdc: NewSource: slot = "Slot"`}},
 		{name: "quoted publication", call: newSource(dsn, "s", "p'x"), want: []string{`cdc: NewSource: publication = "p'x": must be an unquoted identifier`}},
@@ -678,6 +680,11 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	if _, err := cdc.NewSource(dsn, "s", "p", nil, cdc.WithStatusInterval(0), cdc.WithSnapshot(0), cdc.WithFailover()); err != nil {
 		t.Fatalf("NewSource(nil option, zero values, WithFailover) = %v, want nil", err)
+	}
+	for _, multi := range []string{"postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write", "postgres://u@h1,h2/db?target_session_attrs=primary", "postgres://u@h1/db?sslmode=prefer"} {
+		if _, err := cdc.NewSource(multi, "s", "p", cdc.WithFailover()); err != nil {
+			t.Errorf("NewSource(%s) = %v, want nil", multi, err)
+		}
 	}
 }
 
