@@ -6,6 +6,8 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/resumable-go/resumable v0.1.0
 	github.com/resumable-go/resumable/adapters/postgres v0.1.0
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
+	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
 

@@ -30,6 +30,21 @@
 // while streaming. Killed during either and started again with the same
 // flags, it goes on from its cursor.
 //
+// -failover creates the slot as a failover slot (PostgreSQL 17), which a
+// physical standby with sync_replication_slots = on keeps a synced copy
+// of, confirms positions every second (the synced copy is persisted once
+// the slot moves), and retries a lost connection at most every 5 s. With a DSN naming
+// the primary and its standby and asking for the primary, e.g.
+//
+//	postgres://postgres@127.0.0.1:5432,127.0.0.1:5433/db?target_session_attrs=read-write
+//
+// it follows a promotion: it goes on from its cursor on the promoted
+// standby's synced slot, printing every change committed there at least
+// once. A promoted standby without the synced slot stops it with status 1
+// naming the slot (the slot is not created there); one whose timeline
+// branched before what it already printed stops it with status 1 naming
+// the timeline, the branch point and the cursor.
+//
 // -format json prints, instead of handled lines, one JSON object per change
 // or snapshot row, each on one line:
 //
@@ -58,7 +73,7 @@
 //
 //	go run ./examples/postgres                              # the demo
 //	go run ./examples/postgres -dsn DSN -slot NAME -publication NAME -state FILE \
-//		[-snapshot] [-backfill TABLE]... [-format text|json] [-checkpoint D]
+//		[-snapshot] [-backfill TABLE]... [-format text|json] [-checkpoint D] [-failover]
 package main
 
 import (
@@ -78,6 +93,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/resumable-go/resumable/adapters/postgres/cdc"
+	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -97,6 +113,7 @@ type config struct {
 	dsn, slot, pub, state string
 	stopAfter             int // stop (and save) after this many changes; 0: never
 	snapshot              bool
+	failover              bool
 	json                  bool
 	backfill              []string
 	checkpoint            time.Duration // save at most this often; 0: after every change
@@ -117,6 +134,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.slot, "slot", "", "the logical replication slot (created when absent and the state file holds no cursor)")
 	fs.StringVar(&cfg.pub, "publication", "", "the publication to consume")
 	fs.StringVar(&cfg.state, "state", "", "the file that keeps the cursor")
+	fs.BoolVar(&cfg.failover, "failover", false, "create the slot as a failover slot (PostgreSQL 17), confirm every 1s, and retry a lost connection at most every 5s")
 	fs.BoolVar(&cfg.snapshot, "snapshot", false, "on a first start (no cursor in the state file), deliver the rows that already exist first")
 	format := fs.String("format", "text", "the output: text (handled lines) or json (one object per row)")
 	fs.Var((*tables)(&cfg.backfill), "backfill", "backfill this table while streaming (repeatable)")
@@ -156,6 +174,11 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if cfg.snapshot {
 		opts = append(opts, cdc.WithSnapshot(0))
 	}
+	if cfg.failover {
+		// Confirming every second moves the slot on, which the standby's
+		// synced copy waits for before it is persisted.
+		opts = append(opts, cdc.WithFailover(), cdc.WithStatusInterval(time.Second))
+	}
 	src, err := cdc.NewSource(cfg.dsn, cfg.slot, cfg.pub, opts...)
 	if err != nil {
 		return err
@@ -178,7 +201,11 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if cfg.checkpoint > 0 {
 		save = stream.WithCheckpointInterval(cfg.checkpoint)
 	}
-	r, err := cdc.NewResumer(src, store, stream.WithLogger(log), save)
+	sopts := []stream.Option{stream.WithLogger(log), save}
+	if cfg.failover { // a promotion takes seconds: look for the new primary often
+		sopts = append(sopts, stream.WithBackoff(backoff.Exponential(backoff.WithMaxInterval(5*time.Second))))
+	}
+	r, err := cdc.NewResumer(src, store, sopts...)
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,13 @@ type Collector struct {
 	handlerRetries, parked, inFlight             *prometheus.Desc
 	delays                                       *prometheus.HistogramVec
 	owned, handoffs, losses                      *prometheus.Desc
+	commitLag, retained, walStatus               *prometheus.Desc
+	failoverReady                                *prometheus.Desc
 
 	mu     sync.Mutex
 	groups map[string]*group
 	owners map[string]ownerCounts // member → what OwnerHook counted
+	repl   map[string]Replication // name → what ReplicationHook last recorded
 }
 
 // group is the metrics of one name, guarded by Collector.mu. Each stream
@@ -104,11 +107,16 @@ func NewCollector(namespace string) (*Collector, error) {
 			Help:    "Wait before each reopen of a connection.",
 			Buckets: delayBuckets,
 		}, []string{"name"}),
-		owned:    prometheus.NewDesc(name("owned_streams"), "Streams the group member owns.", []string{"member"}, nil),
-		handoffs: prometheus.NewDesc(name("handoffs_total"), "Ownerships of the group member ended by a handoff.", []string{"member"}, nil),
-		losses:   prometheus.NewDesc(name("owner_losses_total"), "Ownerships of the group member lost: its lease expired, or it was fenced out.", []string{"member"}, nil),
-		groups:   make(map[string]*group),
-		owners:   make(map[string]ownerCounts),
+		owned:     prometheus.NewDesc(name("owned_streams"), "Streams the group member owns.", []string{"member"}, nil),
+		handoffs:  prometheus.NewDesc(name("handoffs_total"), "Ownerships of the group member ended by a handoff.", []string{"member"}, nil),
+		losses:    prometheus.NewDesc(name("owner_losses_total"), "Ownerships of the group member lost: its lease expired, or it was fenced out.", []string{"member"}, nil),
+		commitLag: desc("replication_commit_lag_seconds", "Seconds between the commit of the change the Store holds and the last health report (ReplicationHook)."),
+		retained:  desc("replication_retained_wal_bytes", "WAL the server keeps for the stream's replication slot."),
+		walStatus: desc("replication_wal_status", "1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others.", "status"),
+		failoverReady: desc("replication_failover_ready",
+			"1 when a promoted standby would go on from the stream's cursor: a failover slot synced on every standby."),
+		groups: make(map[string]*group),
+		owners: make(map[string]ownerCounts),
 	}, nil
 }
 
@@ -119,6 +127,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.saves, c.saveErrors, c.connected, c.streams, c.commitAge,
 		c.handlerRetries, c.parked, c.inFlight,
 		c.owned, c.handoffs, c.losses,
+		c.commitLag, c.retained, c.walStatus, c.failoverReady,
 	} {
 		ch <- d
 	}
@@ -158,8 +167,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for member, o := range c.owners {
 		owners = append(owners, ownerSample{member, o})
 	}
+	repl := make([]replSample, 0, len(c.repl))
+	for name, r := range c.repl {
+		repl = append(repl, replSample{name, r})
+	}
 	c.mu.Unlock()
 	c.collectOwners(ch, owners)
+	c.collectReplication(ch, repl)
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

@@ -28,6 +28,14 @@
 //	resumable_last_commit_age_seconds{name}      seconds since a cursor was last committed (see below)
 //	resumable_reconnect_delay_seconds{name}      histogram of the wait before each reopen
 //
+// [ReplicationHook] records what a replication Source reports of its slot
+// (cdc.Source.Health), under the stream's name:
+//
+//	resumable_replication_commit_lag_seconds{name}  seconds since the change the Store holds was committed
+//	resumable_replication_retained_wal_bytes{name}  WAL the server keeps for the slot
+//	resumable_replication_wal_status{name, status}  1 for the slot's wal_status, 0 for the others
+//	resumable_replication_failover_ready{name}      1 when a promoted standby would go on from the cursor
+//
 // Rules of use:
 //   - Several streams may share a name: counters add up, connected counts
 //     those connected, the commit age is that of the latest commit. Name

@@ -221,6 +221,7 @@ func (c *conn) message(m pglogrepl.Message) (Event, bool, error) {
 			return Event{}, false, c.protocolError("a Begin inside transaction %v", c.txLSN)
 		}
 		c.inTx, c.txLSN, c.txTime, c.xid, c.idx = true, m.FinalLSN, m.CommitTime, m.Xid, -1
+		c.src.noteBegin(m.FinalLSN, m.CommitTime)
 	case *pglogrepl.CommitMessage:
 		if !c.inTx || m.CommitLSN != c.txLSN {
 			return Event{}, false, c.protocolError("a Commit at %v outside transaction %v", m.CommitLSN, c.txLSN)

@@ -25,5 +25,12 @@
 // holds it, then loads the Store (a postgres.Store's Load fences the
 // previous holder): a hot standby, with no other coordinator.
 //
+// On PostgreSQL 17, [WithFailover] makes the slot a failover slot that a
+// promoted standby keeps: with a DSN naming every server and
+// target_session_attrs=read-write, the stream follows a promotion from its
+// cursor, and a new timeline is accepted only when it branched after the
+// cursor. [Source.Health] reports the lag, the WAL the slot retains and
+// whether a failover is safe.
+//
 // See docs/postgres.md in the repository for how it works and its limits.
 package cdc

@@ -31,14 +31,9 @@ func (s *Source) createSlotImporting(ctx context.Context, pg *pgconn.PgConn) (*i
 	if !s.snapshot {
 		return nil, s.createSlot(ctx, pg)
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	at, name, err := s.createExporting(ctx, pg)
 	if err != nil {
-		return nil, fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
-	}
-	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
-	if err != nil {
-		return nil, fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
+		return nil, err
 	}
 	side, err := pgconn.ConnectConfig(ctx, s.queryConfig())
 	if err != nil {
@@ -46,11 +41,29 @@ func (s *Source) createSlotImporting(ctx context.Context, pg *pgconn.PgConn) (*i
 	}
 	// The exported snapshot lives until pg runs its next command: import it
 	// first. The name is the server's, of hex digits and dashes.
-	if _, err := side.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"+res.SnapshotName+"'").ReadAll(); err != nil {
+	if _, err := side.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"+name+"'").ReadAll(); err != nil {
 		closeQuietly(ctx, side)
 		return nil, fmt.Errorf("cdc: snapshot: importing the slot's snapshot: %w", err)
 	}
 	return &imported{side: side, at: at}, nil
+}
+
+// createExporting creates the stream's slot exporting its snapshot, and
+// returns the slot's consistent point and the snapshot's name.
+func (s *Source) createExporting(ctx context.Context, pg *pgconn.PgConn) (pglogrepl.LSN, string, error) {
+	if s.failover {
+		return s.createFailoverSlot(ctx, pg, "export")
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return 0, "", fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
+	}
+	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, "", fmt.Errorf("cdc: creating slot %q: %w", s.slot, err)
+	}
+	return at, res.SnapshotName, nil
 }
 
 // close ends the import when no connection took it.

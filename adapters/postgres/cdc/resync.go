@@ -78,14 +78,9 @@ func (s *Source) resync(ctx context.Context, pg *pgconn.PgConn, pageSize int, em
 	if err := execAll(ctx, pg, "BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return Cursor{}, err
 	}
-	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "USE_SNAPSHOT"})
+	at, err := s.createUsing(ctx, pg)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("cdc: resync: creating slot %q: %w", s.slot, err)
-	}
-	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
-	if err != nil {
-		return Cursor{}, fmt.Errorf("cdc: resync: slot %q: %w", s.slot, err)
+		return Cursor{}, err
 	}
 	cur := Cursor{LSN: at, Index: -1, System: sys.SystemID, Timeline: sys.Timeline, Slot: s.slot}
 	// The replay's events carry a cursor a stream cannot resume from: a
@@ -158,4 +153,24 @@ func execAll(ctx context.Context, pg *pgconn.PgConn, sql ...string) error {
 // quoteIdent quotes an SQL identifier.
 func quoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// createUsing creates the stream's slot inside pg's transaction, which
+// takes the slot's snapshot (SNAPSHOT 'use'), and returns its consistent
+// point.
+func (s *Source) createUsing(ctx context.Context, pg *pgconn.PgConn) (pglogrepl.LSN, error) {
+	if s.failover {
+		at, _, err := s.createFailoverSlot(ctx, pg, "use")
+		return at, err
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "USE_SNAPSHOT"})
+	if err != nil {
+		return 0, fmt.Errorf("cdc: resync: creating slot %q: %w", s.slot, err)
+	}
+	at, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: resync: slot %q: %w", s.slot, err)
+	}
+	return at, nil
 }

@@ -39,7 +39,7 @@ func WithSnapshot(chunkRows int) SourceOption {
 		s.snapshot = true
 		switch {
 		case chunkRows < 0:
-			s.chunkRows = -1
+			s.optErrs = append(s.optErrs, invalid("cdc: WithSnapshot", "chunkRows", chunkRows, "must not be negative"))
 		case chunkRows > 0:
 			s.chunkRows = chunkRows
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/errclass"
+	"github.com/resumable-go/resumable/internal/badarg"
 	"github.com/resumable-go/resumable/internal/wait"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -47,6 +49,7 @@ type Source struct {
 	prefixes  []string // the prefixes of the messages to deliver; none: all
 	snapshot  bool     // WithSnapshot was given
 	chunkRows int      // rows per snapshot chunk
+	failover  bool     // WithFailover was given
 
 	pending  atomic.Int32 // len(requests)
 	requests []request    // backfills asked for, guarded by mu
@@ -55,9 +58,16 @@ type Source struct {
 	saved Cursor               // the last cursor the Store loaded or saved; zero: none
 	store cursor.Store[Cursor] // the Store Confirming wrapped, loaded by Open; nil: none
 
+	tracking    atomic.Bool  // a Store was wrapped: note transactions for the commit lag
+	marks       []commitMark // transactions read and not covered by a saved cursor, guarded by mu
+	committedAt time.Time    // the commit time of the last saved cursor, guarded by mu
+
 	standby bool // an Open found the slot active and said so: the next waits quietly; only Open uses it
+	opened  bool // an Open of this Source started replication: a missing slot is then never created; only Open uses it
 
 	statuses atomic.Int64 // status updates sent, for tests
+
+	optErrs []error // the options' bad arguments, reported by NewSource
 }
 
 var _ stream.Source[Event, Cursor] = (*Source)(nil)
@@ -81,12 +91,32 @@ func WithStatusInterval(d time.Duration) SourceOption {
 	return sourceOption(func(s *Source) {
 		switch {
 		case d < 0:
-			s.interval = -1
+			s.optErrs = append(s.optErrs, invalid("cdc: WithStatusInterval", "d", d, "must not be negative"))
 		case d > 0:
 			s.interval = d
 		}
 	})
 }
+
+// invalid is the error of a bad argument: a badarg.Error that matches
+// ErrInvalid too.
+func invalid(where, arg string, value any, why string) error {
+	return &badarg.Error{Where: where, Arg: arg, Value: value, Why: why, Mark: ErrInvalid}
+}
+
+// hosts returns the number of distinct servers cfg names.
+func hosts(cfg *pgconn.Config) int {
+	seen := map[string]bool{cfg.Host + ":" + strconv.Itoa(int(cfg.Port)): true}
+	for _, fb := range cfg.Fallbacks {
+		seen[fb.Host+":"+strconv.Itoa(int(fb.Port))] = true
+	}
+	return len(seen)
+}
+
+// hidden stands for a DSN in a message: it may hold a password.
+type hidden int
+
+func (h hidden) String() string { return fmt.Sprintf("(%d bytes, not shown)", int(h)) }
 
 // slotName is what PostgreSQL accepts as a replication slot's name.
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -101,20 +131,25 @@ var pubName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 // is added). The role needs the REPLICATION attribute (or to be a
 // superuser), and the server wal_level=logical.
 //
-// It returns an error matching [ErrInvalid] for a dsn that does not parse,
-// a slot name that is not 1–63 characters of a–z, 0–9 and _, a publication
-// name that is not an unquoted identifier, or a bad option.
+// It returns an error matching [ErrInvalid] and stream.ErrInvalidOption,
+// naming each bad argument (errors.Join of all), for a dsn that does not
+// parse or, with [WithFailover], names several hosts without
+// target_session_attrs=read-write (or primary), a slot name that is not 1–63 characters of a–z, 0–9 and _, a
+// publication name that is not an unquoted identifier, or a bad option.
 func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, error) {
+	const where = "cdc: NewSource"
+	var errs []error
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("cdc: NewSource: %w: %w", err, ErrInvalid)
+		errs = append(errs, invalid(where, "dsn", hidden(len(dsn)), "does not parse: "+err.Error()))
+	} else {
+		cfg.RuntimeParams["replication"] = "database"
 	}
-	cfg.RuntimeParams["replication"] = "database"
 	if !slotName.MatchString(slot) {
-		return nil, fmt.Errorf("cdc: NewSource: slot name %q is not 1 to 63 characters of a-z, 0-9 and _: %w", slot, ErrInvalid)
+		errs = append(errs, invalid(where, "slot", slot, "must be 1 to 63 characters of a-z, 0-9 and _"))
 	}
 	if !pubName.MatchString(publication) {
-		return nil, fmt.Errorf("cdc: NewSource: publication name %q is not an unquoted identifier: %w", publication, ErrInvalid)
+		errs = append(errs, invalid(where, "publication", publication, "must be an unquoted identifier"))
 	}
 	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval, chunkRows: defaultChunkRows}
 	for _, o := range opts {
@@ -122,11 +157,11 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 			o.applySource(s)
 		}
 	}
-	if s.interval < 0 {
-		return nil, fmt.Errorf("cdc: NewSource: WithStatusInterval: negative interval: %w", ErrInvalid)
+	if s.failover && cfg != nil && hosts(cfg) > 1 && cfg.ValidateConnect == nil {
+		errs = append(errs, invalid(where, "dsn", hidden(len(dsn)), "names several hosts without target_session_attrs=read-write (or primary), with WithFailover: a standby could be chosen"))
 	}
-	if s.chunkRows < 0 {
-		return nil, fmt.Errorf("cdc: NewSource: WithSnapshot: negative chunk size: %w", ErrInvalid)
+	if err := errors.Join(append(errs, s.optErrs...)...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -135,8 +170,15 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 // [Extract], src.Confirming(store) as the Store, and [Compare] as the
 // cursor order. opts come after these.
 func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) (*stream.Resumer[Event, Cursor], error) {
-	if src == nil || store == nil {
-		return nil, fmt.Errorf("cdc: NewResumer: nil Source or Store: %w", ErrInvalid)
+	var errs []error
+	if src == nil {
+		errs = append(errs, invalid("cdc: NewResumer", "src", src, "must not be nil"))
+	}
+	if store == nil {
+		errs = append(errs, invalid("cdc: NewResumer", "store", store, "must not be nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	base := []stream.Option{stream.WithCursorOrder(Compare)}
 	return stream.New(src, Extract, src.Confirming(store), append(base, opts...)...)
@@ -158,6 +200,7 @@ func (s *Source) Confirming(st cursor.Store[Cursor]) cursor.Store[Cursor] {
 	s.mu.Lock()
 	s.store = st
 	s.mu.Unlock()
+	s.tracking.Store(st != nil)
 	return &confirming{src: s, st: st}
 }
 
@@ -194,6 +237,7 @@ func (s *Source) hold(c Cursor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.saved = c
+	s.noteSaved(c)
 	if s.pending.Load() == 0 {
 		return
 	}
@@ -239,8 +283,11 @@ func (s *Source) RecvRespectsContext() bool { return true }
 // created (never a temporary one), and the stream starts where the slot
 // stands. Otherwise Open fails with an error matching
 // [stream.ErrSourceChanged], which names what changed (was → now), when the
-// server's system identifier or timeline is not the cursor's, when the
-// slot is missing, when the slot's confirmed_flush_lsn lies beyond the
+// server's system identifier is not the cursor's, when its timeline is not
+// the cursor's nor one that branched from it after the cursor (a promoted
+// standby that had the cursor's changes: see [WithFailover]), when the
+// slot is missing (it is never created then, nor once this Source streamed
+// it), when the slot's confirmed_flush_lsn lies beyond the
 // cursor (the slot was recreated, or moved by another consumer): changes
 // between them are gone, or when the cursor is inside a resync's replay. A
 // slot that is not a permanent pgoutput slot of the database, and errors
@@ -255,7 +302,7 @@ func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], er
 		var busy *slotBusy
 		if !errors.As(err, &busy) {
 			if err == nil {
-				s.standby = false
+				s.standby, s.opened = false, true
 			}
 			return c, err
 		}
@@ -327,7 +374,14 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	if err != nil {
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
 	}
+	if err := s.checkVersion(pg); err != nil {
+		return nil, err
+	}
 	id := identity{system: sys.SystemID, timeline: sys.Timeline, slot: s.slot}
+	// Read now: once replication starts, pg takes no other command.
+	if id.history, err = timelineHistory(ctx, pg, sys.Timeline); err != nil {
+		return nil, err
+	}
 	var imp *imported // the slot's snapshot, when WithSnapshot created it
 	st, found, err := s.slotState(ctx, pg)
 	if err != nil {
@@ -344,6 +398,11 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		}
 		if st.activePID != "" {
 			return nil, &slotBusy{slot: s.slot, pid: st.activePID}
+		}
+		if s.failover && !st.failover {
+			if err := s.alterFailover(ctx, pg); err != nil {
+				return nil, err
+			}
 		}
 		// Taking the slot: from here on no other consumer moves it.
 		if err := s.startReplication(ctx, pg, after.LSN); err != nil {
@@ -362,6 +421,10 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		return nil, fmt.Errorf("cdc: cursor %v is inside a resync's replay, which did not finish: %w", after, stream.ErrSourceChanged)
 	}
 	switch {
+	case !found && after.fresh() && s.opened:
+		// The Store holds nothing yet, but this Source streamed the slot:
+		// creating it again would skip what happened in between.
+		return nil, fmt.Errorf("cdc: slot %q: was there when this Source last opened it, now missing (system %s, timeline %d): %w", s.slot, id.system, id.timeline, stream.ErrSourceChanged)
 	case !found && after.fresh():
 		if imp, err = s.createSlotImporting(ctx, pg); err != nil {
 			return nil, err
@@ -371,7 +434,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 			return nil, err
 		}
 	case !found:
-		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing: %w", s.slot, after, stream.ErrSourceChanged)
+		return nil, fmt.Errorf("cdc: slot %q: was there at cursor %v, now missing (system %s, timeline %d): %w", s.slot, after, id.system, id.timeline, stream.ErrSourceChanged)
 	default:
 		if err := st.check(s.slot, after); err != nil {
 			return nil, err
@@ -452,17 +515,20 @@ type identity struct {
 	system   string
 	timeline int32
 	slot     string
+	history  history // the timeline's ancestors (TIMELINE_HISTORY); nil on timeline 1
 }
 
 // check reports an error matching stream.ErrSourceChanged when after was
-// read from another server, timeline or slot. A cursor without an identity
-// is taken as this one's.
+// read from another server or slot, or on a timeline that the server's
+// history left before the cursor (a promoted standby that had not received
+// what the cursor covers). A cursor without an identity is taken as this
+// one's.
 func (id identity) check(after Cursor) error {
 	switch {
 	case after.System != "" && after.System != id.system:
 		return fmt.Errorf("cdc: system identifier: was %s, now %s (cursor %v): %w", after.System, id.system, after, stream.ErrSourceChanged)
 	case after.Timeline != 0 && after.Timeline != id.timeline:
-		return fmt.Errorf("cdc: timeline: was %d, now %d (cursor %v): %w", after.Timeline, id.timeline, after, stream.ErrSourceChanged)
+		return id.checkTimeline(after)
 	case after.Slot != "" && after.Slot != id.slot:
 		return fmt.Errorf("cdc: slot: was %q, now %q (cursor %v): %w", after.Slot, id.slot, after, stream.ErrSourceChanged)
 	}
@@ -472,8 +538,9 @@ func (id identity) check(after Cursor) error {
 // matches reports whether c may be confirmed on a connection with this
 // identity: it was read from it, or carries no identity.
 func (id identity) matches(c Cursor) bool {
+	_, kept := id.history.covers(c)
 	return (c.System == "" || c.System == id.system) &&
-		(c.Timeline == 0 || c.Timeline == id.timeline) &&
+		(c.Timeline == 0 || c.Timeline == id.timeline || kept) &&
 		(c.Slot == "" || c.Slot == id.slot)
 }
 
@@ -485,6 +552,7 @@ type slotState struct {
 	conflicting            bool   // invalidated by a conflict with recovery (PostgreSQL 16)
 	activePID              string // the server process holding the slot; empty: none
 	temporary              bool
+	failover               bool // a failover slot (PostgreSQL 17)
 	confirmed              pglogrepl.LSN
 }
 
@@ -495,7 +563,7 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 	// conflicting (16) and invalidation_reason (17) are read through
 	// to_jsonb: absent on older servers, they read as empty.
 	q := "SELECT coalesce(plugin, ''), slot_type, coalesce(database, ''), temporary, coalesce(confirmed_flush_lsn, '0/0'), coalesce(wal_status, ''), coalesce(active_pid::text, ''), " +
-		"coalesce(to_jsonb(s)->>'invalidation_reason', ''), coalesce(to_jsonb(s)->>'conflicting', '') FROM pg_replication_slots s WHERE slot_name = '" + s.slot + "'"
+		"coalesce(to_jsonb(s)->>'invalidation_reason', ''), coalesce(to_jsonb(s)->>'conflicting', ''), coalesce(to_jsonb(s)->>'failover', '') FROM pg_replication_slots s WHERE slot_name = '" + s.slot + "'"
 	res, err := pg.Exec(ctx, q).ReadAll()
 	if err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
@@ -504,11 +572,11 @@ func (s *Source) slotState(ctx context.Context, pg *pgconn.PgConn) (st slotState
 		return st, false, nil
 	}
 	row := res[0].Rows[0]
-	if len(row) != 9 {
+	if len(row) != 10 {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %d columns", s.slot, len(row))
 	}
 	st = slotState{plugin: string(row[0]), kind: string(row[1]), database: string(row[2]), temporary: string(row[3]) == "t", walStatus: string(row[5]), activePID: string(row[6]),
-		invalidation: string(row[7]), conflicting: string(row[8]) == "true"}
+		invalidation: string(row[7]), conflicting: string(row[8]) == "true", failover: string(row[9]) == "true"}
 	if st.confirmed, err = pglogrepl.ParseLSN(string(row[4])); err != nil {
 		return st, false, fmt.Errorf("cdc: reading slot %q: %w", s.slot, err)
 	}
@@ -555,6 +623,10 @@ func (st slotState) check(slot string, after Cursor) error {
 
 // createSlot creates the stream's slot: permanent, pgoutput.
 func (s *Source) createSlot(ctx context.Context, pg *pgconn.PgConn) error {
+	if s.failover {
+		_, _, err := s.createFailoverSlot(ctx, pg, "nothing")
+		return err
+	}
 	_, err := pglogrepl.CreateReplicationSlot(ctx, pg, s.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {

@@ -625,31 +625,66 @@ func TestReplConnCloseAndCancel(t *testing.T) {
 	})
 }
 
-func TestNewSourceInvalid(t *testing.T) {
+// TestInvalidArguments gives each argument of the constructors, and each
+// option, a bad value: the error matches stream.ErrInvalidOption and
+// ErrInvalid and names the argument and its value.
+func TestInvalidArguments(t *testing.T) {
+	const dsn = "postgres://localhost/db"
+	newSource := func(dsn, slot, pub string, opts ...cdc.SourceOption) func() error {
+		return func() error {
+			_, err := cdc.NewSource(dsn, slot, pub, opts...)
+			return err
+		}
+	}
 	tests := []struct {
-		name, dsn, slot, pub, want string
+		name string
+		call func() error
+		want []string
 	}{
-		{name: "bad dsn", dsn: "postgres://%zz", slot: "s", pub: "p", want: "NewSource"},
-		{name: "empty slot", dsn: "postgres://localhost/db", slot: "", pub: "p", want: "slot name"},
-		{name: "upper-case slot", dsn: "postgres://localhost/db", slot: "Slot", pub: "p", want: "slot name"},
-		{name: "quoted publication", dsn: "postgres://localhost/db", slot: "s", pub: "p'x", want: "publication name"},
+		{name: "bad dsn", call: newSource("postgres://u:secret@%zz", "s", "p"), want: []string{"cdc: NewSource: dsn = (23 bytes, not shown): does not parse"}},
+		{name: "failover over several hosts, any may answer", call: newSource("postgres://u@h1:5432,h2:5433/db", "s", "p", cdc.WithFailover()),
+			want: []string{"cdc: NewSource: dsn = (31 bytes, not shown): names several hosts without target_session_attrs=read-write"}},
+		{name: "empty slot", call: newSource(dsn, "", "p"), want: []string{`cdc: NewSource: slot = "": must be 1 to 63 characters`}},
+		{name: "upper-case slot", call: newSource(dsn, "Slot", "p"), want: []string{`cdc: NewSource: slot = "Slot"`}},
+		{name: "quoted publication", call: newSource(dsn, "s", "p'x"), want: []string{`cdc: NewSource: publication = "p'x": must be an unquoted identifier`}},
+		{name: "negative status interval", call: newSource(dsn, "s", "p", cdc.WithStatusInterval(-time.Second)), want: []string{"cdc: WithStatusInterval: d = -1s: must not be negative"}},
+		{name: "negative chunk", call: newSource(dsn, "s", "p", cdc.WithSnapshot(-1)), want: []string{"cdc: WithSnapshot: chunkRows = -1: must not be negative"}},
+		{name: "all at once", call: newSource("postgres://%zz", "", "p'x", cdc.WithStatusInterval(-1), cdc.WithSnapshot(-2)),
+			want: []string{"dsn = ", `slot = ""`, `publication = "p'x"`, "d = -1ns", "chunkRows = -2"}},
+		{name: "nil source", call: func() error { _, err := cdc.NewResumer(nil, cursor.NewMemory(cdc.Cursor{})); return err },
+			want: []string{"cdc: NewResumer: src = nil: must not be nil"}},
+		{name: "nil store", call: func() error {
+			src, err := cdc.NewSource(dsn, "s", "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cdc.NewResumer(src, nil)
+			return err
+		}, want: []string{"cdc: NewResumer: store = nil: must not be nil"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := cdc.NewSource(tt.dsn, tt.slot, tt.pub)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, cdc.ErrInvalid) || !errors.Is(err, stream.ErrInvalidOption) {
-				t.Fatalf("NewSource() = %v, %v; want an error containing %q matching ErrInvalid and stream.ErrInvalidOption", src, err, tt.want)
+			err := tt.call()
+			if !errors.Is(err, stream.ErrInvalidOption) || !errors.Is(err, cdc.ErrInvalid) {
+				t.Fatalf("error = %v, want one matching stream.ErrInvalidOption and cdc.ErrInvalid", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error = %v, want it to contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error = %v shows the password", err)
 			}
 		})
 	}
-	if _, err := cdc.NewSource("postgres://localhost/db", "s", "p", cdc.WithStatusInterval(-time.Second)); !errors.Is(err, cdc.ErrInvalid) {
-		t.Fatalf("NewSource(WithStatusInterval(-1s)) = %v, want ErrInvalid", err)
+	if _, err := cdc.NewSource(dsn, "s", "p", nil, cdc.WithStatusInterval(0), cdc.WithSnapshot(0), cdc.WithFailover()); err != nil {
+		t.Fatalf("NewSource(nil option, zero values, WithFailover) = %v, want nil", err)
 	}
-	if _, err := cdc.NewSource("postgres://localhost/db", "s", "p", nil, cdc.WithStatusInterval(0)); err != nil {
-		t.Fatalf("NewSource(nil option, WithStatusInterval(0)) = %v, want nil", err)
-	}
-	if _, err := cdc.NewResumer(nil, cursor.NewMemory(cdc.Cursor{})); !errors.Is(err, stream.ErrInvalidOption) || !errors.Is(err, cdc.ErrInvalid) {
-		t.Fatalf("NewResumer(nil, store) = %v, want ErrInvalid and ErrInvalidOption", err)
+	for _, multi := range []string{"postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write", "postgres://u@h1,h2/db?target_session_attrs=primary", "postgres://u@h1/db?sslmode=prefer"} {
+		if _, err := cdc.NewSource(multi, "s", "p", cdc.WithFailover()); err != nil {
+			t.Errorf("NewSource(%s) = %v, want nil", multi, err)
+		}
 	}
 }
 

