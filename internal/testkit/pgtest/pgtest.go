@@ -270,13 +270,14 @@ func (w mainWrapper) Run() int {
 
 func skipOrFail(t testing.TB, opts Options, err error) {
 	t.Helper()
-	if errors.Is(err, ErrNoBinaries) && os.Getenv("CI") == "" {
-		if opts.Version == 17 {
-			t.Skipf("%v; install PostgreSQL 17 with, from the repository's root: %s (or set %s) (CI unset: skipping)", err, InstallPG17, EnvPG17Bin)
-		}
-		t.Skipf("%v; install Debian's postgresql package or set %s (CI unset: skipping)", err, EnvBin)
+	switch {
+	case !errors.Is(err, ErrNoBinaries):
+		t.Fatal(err)
+	case opts.Version == 17:
+		childproc.Missing(t, fmt.Sprintf("%v; install PostgreSQL 17 with, from the repository's root: %s (or set %s)", err, InstallPG17, EnvPG17Bin))
+	default:
+		childproc.Missing(t, fmt.Sprintf("%v; install Debian's postgresql package (apt-get install postgresql) or set %s", err, EnvBin))
 	}
-	t.Fatal(err)
 }
 
 // Port returns the TCP port the server listens on (on 127.0.0.1); it stays
