@@ -59,6 +59,7 @@ type pipeline[T, C any] struct {
 	readWaits    bool           // the reader sleeps on room
 	settleWaits  bool           // the supervisor sleeps on settled
 	closed       bool           // stopping is closed
+	roomLeft     atomic.Bool    // the last add left a free slot (only adds fill the ring)
 	committing   bool           // the committer commits, parks or saves
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
@@ -181,6 +182,9 @@ func (p *pipeline[T, C]) stopped() bool {
 // reading must stop instead (the pipeline stopped, or ctx ended). The
 // idle watchdog pauses meanwhile: a full window is no stall.
 func (p *pipeline[T, C]) waitRoom(ctx context.Context, g *connGuard[T]) bool {
+	if p.roomLeft.Load() { // the last add left room, and only adds take it: no lock
+		return !p.stopped()
+	}
 	paused := false
 	defer func() {
 		if paused {
@@ -216,6 +220,7 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	i := p.index(p.tail)
 	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind, moves: moves}
 	p.tail++
+	p.roomLeft.Store(!p.full())
 	if kind != replayed {
 		p.last = c
 	}
@@ -309,9 +314,24 @@ func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle h
 		}
 		p.mu.Lock()
 		p.finish(i, a, err)
+		kick := p.mayAdvance(i)
 		p.mu.Unlock()
-		wake(p.kick)
+		if kick {
+			wake(p.kick)
+		}
 	}
+}
+
+// mayAdvance reports whether the committer has work after slot i
+// finished: not when i finished behind a head still running or queued,
+// with other handlers still running and nothing waiting to settle — the
+// head's own finish wakes it. p.mu is held.
+func (p *pipeline[T, C]) mayAdvance(i int32) bool {
+	if p.slots[i].state != done || p.running == 0 || p.settleWaits || p.halted.Load() || p.stopAt != 0 {
+		return true
+	}
+	h := p.index(p.head)
+	return h == i || p.slots[h].state == done || p.slots[h].state == parking
 }
 
 // tries runs the slot's tries until one is not to be retried. An event
