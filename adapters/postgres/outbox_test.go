@@ -32,6 +32,7 @@ func TestDeprecatedOutboxNames(t *testing.T) {
 		t.Fatalf("NewOutbox() = %v", err)
 	}
 	if _, err := stream.New(src, postgres.ExtractOutbox[row], cursor.NewMemory(postgres.OutboxCursor{}),
+		//lint:ignore SA1019 the deprecated method must still work
 		stream.WithCursorOrder(postgres.OutboxCursor.Compare)); err != nil {
 		t.Fatalf("stream.New with the old names = %v", err)
 	}
@@ -48,6 +49,7 @@ func TestDeprecatedOutboxNames(t *testing.T) {
 		t.Errorf("the cursor read back (-want +got):\n%s", diff)
 	}
 	later := postgres.OutboxCursor{Tx: 901, Seq: 1}
+	//lint:ignore SA1019 the deprecated method must still work
 	if got, want := postgres.OutboxCursor.Compare(old, later), outbox.Compare(old, later); got != want || got >= 0 {
 		t.Errorf("OutboxCursor.Compare(old, later) = %d, outbox.Compare = %d, want the same negative", got, want)
 	}
