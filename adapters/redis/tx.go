@@ -125,12 +125,21 @@ func transact[E, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 			return err
 		}
 	}
+	t := txn[E, C]{s: s, enc: enc, fn: fn, event: event}
+	cl, ok := s.rdb.(*goredis.Client)
+	t.pipelined = ok
 	for range watchRetries {
 		var aerr error // the attempt's outcome; Watch's own error is the WATCH's
-		err := s.rdb.Watch(ctx, func(tx *goredis.Tx) error {
-			aerr = attempt(ctx, s, tx, enc, fn, event)
+		run := func(tx *goredis.Tx) error {
+			aerr = t.attempt(ctx, tx)
 			return nil
-		}, s.key)
+		}
+		var err error
+		if t.pipelined {
+			err = cl.Watch(ctx, run)
+		} else {
+			err = s.rdb.Watch(ctx, run, s.key)
+		}
 		switch {
 		case err != nil:
 			return classify(fmt.Sprintf("watching the cursor of %q", s.key), err)
@@ -141,16 +150,35 @@ func transact[E, C any](ctx context.Context, s *Store[C], enc []byte, fn func(co
 	return fmt.Errorf("redis: the cursor of %q was touched under %d transactions in a row", s.key, watchRetries)
 }
 
-// attempt runs one transaction on tx, which watches s.key; s.mu is held.
-// It returns goredis.TxFailedErr, unwrapped, when the WATCH fired while s
-// still owned the key: the attempt may run again.
-func attempt[E, C any](ctx context.Context, s *Store[C], tx *goredis.Tx, enc []byte, fn func(context.Context, goredis.Pipeliner, E) error, event E) error {
-	owned, done, err := s.check(ctx, tx, enc)
+// txn is the transaction of one handler call; its Store's mu is held.
+type txn[E, C any] struct {
+	s     *Store[C]
+	enc   []byte // the cursor to write
+	fn    func(context.Context, goredis.Pipeliner, E) error
+	event E
+	// pipelined: the attempt sends WATCH itself, in one round trip with
+	// the ownership check (on a *Client; go-redis's Watch sends it alone),
+	// and UNWATCHes when EXEC did not run.
+	pipelined bool
+}
+
+// attempt runs one transaction on tx. It returns goredis.TxFailedErr,
+// unwrapped, when the WATCH fired while the Store still owned the key:
+// the attempt may run again.
+func (t *txn[E, C]) attempt(ctx context.Context, tx *goredis.Tx) (err error) {
+	s := t.s
+	watched := t.pipelined // a WATCH of ours that EXEC has not released
+	defer func() {
+		if watched {
+			_ = tx.Unwatch(context.WithoutCancel(ctx)).Err() // else the pooled connection keeps it
+		}
+	}()
+	owned, done, err := t.check(ctx, tx, t.pipelined)
 	if err != nil || !owned || done {
 		return err
 	}
 	p := &txPipe{Pipeliner: tx.TxPipeline()}
-	err = fn(ctx, p, event)
+	err = t.fn(ctx, p, t.event)
 	if p.ended {
 		return errclass.Permanent(fmt.Errorf("redis: the function of %q called Exec or Discard itself (its error: %v)", s.key, err))
 	}
@@ -158,12 +186,15 @@ func attempt[E, C any](ctx context.Context, s *Store[C], tx *goredis.Tx, enc []b
 	if err != nil && !stop {
 		return err
 	}
-	once, write := newOnce(ctx, "hset", s.key, fieldCursor, enc)
+	once, write := newOnce(ctx, "hset", s.key, fieldCursor, t.enc)
 	_ = p.Pipeliner.Process(ctx, once) // never retried by go-redis: a lost reply is found out by the next check
 	cmds, err := p.Pipeliner.Exec(ctx)
+	if err == nil || errors.Is(err, goredis.TxFailedErr) || goredis.IsExecAbortError(err) {
+		watched = false // EXEC ran: it released the WATCH
+	}
 	switch {
 	case errors.Is(err, goredis.TxFailedErr):
-		if owned, _, rerr := s.check(ctx, tx, enc); rerr != nil || !owned {
+		if owned, _, rerr := t.check(ctx, tx, false); rerr != nil || !owned {
 			return rerr
 		}
 		return goredis.TxFailedErr
@@ -173,7 +204,7 @@ func attempt[E, C any](ctx context.Context, s *Store[C], tx *goredis.Tx, enc []b
 		s.sure = false // committed or not: the next write reads the hash
 		return classify(fmt.Sprintf("the transaction of %q", s.key), write.Err())
 	}
-	s.sure, s.last = true, enc
+	s.sure, s.last = true, t.enc
 	for _, c := range cmds {
 		if c.Err() != nil && !errors.Is(c.Err(), goredis.Nil) {
 			return errclass.Permanent(fmt.Errorf("redis: a command of the transaction of %q failed after its cursor was committed (Redis has no rollback): %v: %w", s.key, c.Args(), c.Err()))
@@ -185,14 +216,28 @@ func attempt[E, C any](ctx context.Context, s *Store[C], tx *goredis.Tx, enc []b
 	return nil
 }
 
-// check reads s's hash through tx and reports whether s owns it and
-// whether it holds enc already (a commit whose reply was lost); an error
-// matching ErrCursorChanged when s does not own it. s.mu is held.
-func (s *Store[C]) check(ctx context.Context, tx *goredis.Tx, enc []byte) (owned, done bool, err error) {
-	v, err := tx.HMGet(ctx, s.key, fieldOwner, fieldCursor).Result()
+// check reads the Store's hash through tx, after a WATCH of it when watch
+// is set (one round trip), and reports whether the Store owns it and
+// whether it holds the cursor to write already (a commit whose reply was
+// lost); an error matching ErrCursorChanged when the Store does not own
+// it.
+func (t *txn[E, C]) check(ctx context.Context, tx *goredis.Tx, watch bool) (owned, done bool, err error) {
+	s := t.s
+	var get *goredis.SliceCmd
+	if watch {
+		_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Process(ctx, goredis.NewStatusCmd(ctx, "watch", s.key))
+			get = p.HMGet(ctx, s.key, fieldOwner, fieldCursor)
+			return nil
+		})
+	} else {
+		get = tx.HMGet(ctx, s.key, fieldOwner, fieldCursor)
+		err = get.Err()
+	}
 	if err != nil {
 		return false, false, classify(fmt.Sprintf("reading the cursor of %q", s.key), err)
 	}
+	v := get.Val()
 	if owner, _ := v[0].(string); owner != s.token {
 		return false, false, s.changed()
 	}
@@ -200,7 +245,7 @@ func (s *Store[C]) check(ctx context.Context, tx *goredis.Tx, enc []byte) (owned
 	if last, ok := v[1].(string); ok {
 		s.last = []byte(last)
 	}
-	return true, s.last != nil && bytes.Equal(s.last, enc), nil
+	return true, s.last != nil && bytes.Equal(s.last, t.enc), nil
 }
 
 // txPipe is the transaction pipeline fn queues on: its calls that would

@@ -150,34 +150,97 @@ func TestTransactionalFencedAtCheck(t *testing.T) {
 	}
 }
 
+// clients returns the kinds of client a test runs on, all of srv: a
+// *Client (the WATCH pipelined with the ownership check) and a one-shard
+// Ring (go-redis's Watch of the key, as on a ClusterClient).
+func clients(t *testing.T, srv *redistest.Server) map[string]goredis.UniversalClient {
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr}})
+	cl := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = ring.Close(); _ = cl.Close() })
+	return map[string]goredis.UniversalClient{"Client": cl, "Ring": ring}
+}
+
 // TestTransactionalFencedInFlight: the successor loads while the
 // predecessor's fn runs (its ownership already checked): the
 // predecessor's EXEC is refused, and nothing of it is written.
 func TestTransactionalFencedInFlight(t *testing.T) {
-	_, rdb := server(t)
-	var successor *redis.Store[int64]
+	srv, _ := server(t)
+	for name, rdb := range clients(t, srv) {
+		t.Run(name, func(t *testing.T) {
+			rdb.FlushAll(t.Context())
+			var successor *redis.Store[int64]
+			h := redis.Transactional(loadedStore(t, rdb), evCursor, func(ctx context.Context, p goredis.Pipeliner, e ev) error {
+				successor = loadedStore(t, rdb)
+				p.XAdd(ctx, &goredis.XAddArgs{Stream: "out", Values: []string{"n", "1"}})
+				p.Set(ctx, "effect", "1", 0)
+				return nil
+			})
+			wantChanged(t, "predecessor's handler", h(t.Context(), ev{1}))
+			if successor == nil {
+				t.Fatal("fn was not called: the fault did not fire")
+			}
+			if got := ns(t, rdb, "out"); len(got) != 0 {
+				t.Errorf("out = %v, want nothing", got)
+			}
+			if n := rdb.Exists(t.Context(), "effect").Val(); n != 0 {
+				t.Errorf("EXISTS effect = %d, want 0", n)
+			}
+			var calls int
+			if err := redis.Transactional(successor, evCursor, copyTo("out", &calls))(t.Context(), ev{1}); err != nil {
+				t.Fatalf("successor's handler = %v", err)
+			}
+			if diff := cmp.Diff([]string{"1"}, ns(t, rdb, "out")); diff != "" {
+				t.Errorf("out (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTransactionalLeavesNoWatch: a transaction that ends before its
+// EXEC (fn failed, the Store was fenced out, the event was committed
+// already) leaves no WATCH on the connection it gives back to the pool,
+// where a touch of the key would make the next EXEC on it fail: here the
+// next event's, whose fn would then be called twice (checked by taking
+// the UNWATCH out: fn called 3 times).
+func TestTransactionalLeavesNoWatch(t *testing.T) {
+	srv, other := server(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	boom := errors.New("boom")
+	var calls int
 	h := redis.Transactional(loadedStore(t, rdb), evCursor, func(ctx context.Context, p goredis.Pipeliner, e ev) error {
-		successor = loadedStore(t, rdb)
-		p.XAdd(ctx, &goredis.XAddArgs{Stream: "out", Values: []string{"n", "1"}})
-		p.Set(ctx, "effect", "1", 0)
+		calls++
+		if e.n == 1 {
+			return boom
+		}
 		return nil
 	})
-	wantChanged(t, "predecessor's handler", h(t.Context(), ev{1}))
-	if successor == nil {
-		t.Fatal("fn was not called: the fault did not fire")
+	for _, tc := range []struct {
+		name string
+		n    int64
+	}{{name: "fn failed", n: 1}, {name: "committed already", n: 2}, {name: "fenced out", n: 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch tc.n {
+			case 2:
+				if err := h(t.Context(), ev{2}); err != nil {
+					t.Fatal(err)
+				}
+			case 3:
+				loadedStore(t, other)
+			}
+			h(t.Context(), ev{tc.n})
+			other.HSet(t.Context(), "cur", "touched", tc.n) // would fire a WATCH left behind
+			_, err := rdb.TxPipelined(t.Context(), func(p goredis.Pipeliner) error {
+				p.Set(t.Context(), "k", tc.name, 0)
+				return nil
+			})
+			if got := other.Get(t.Context(), "k").Val(); err != nil || got != tc.name {
+				t.Fatalf("the user's MULTI/EXEC after the handler = %v, and k = %q, want nil and %q", err, got, tc.name)
+			}
+		})
 	}
-	if got := ns(t, rdb, "out"); len(got) != 0 {
-		t.Errorf("out = %v, want nothing", got)
-	}
-	if n := rdb.Exists(t.Context(), "effect").Val(); n != 0 {
-		t.Errorf("EXISTS effect = %d, want 0", n)
-	}
-	var calls int
-	if err := redis.Transactional(successor, evCursor, copyTo("out", &calls))(t.Context(), ev{1}); err != nil {
-		t.Fatalf("successor's handler = %v", err)
-	}
-	if diff := cmp.Diff([]string{"1"}, ns(t, rdb, "out")); diff != "" {
-		t.Errorf("out (-want +got):\n%s", diff)
+	if calls != 2 {
+		t.Errorf("fn called %d times, want 2 (events 1 and 2, once each)", calls)
 	}
 }
 
