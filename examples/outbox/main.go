@@ -29,7 +29,8 @@
 // With -redis HOST:PORT -stream NAME it relays into a Redis stream,
 // exactly once: each row becomes one entry of the stream NAME, with the
 // fields id (the row's id, decimal) and payload, added (XADD) in the same
-// MULTI/EXEC as the cursor, which lives in Redis (the hash
+// MULTI/EXEC as the cursor (the rows read while the last MULTI/EXEC ran,
+// up to 100, share the next one), which lives in Redis (the hash
 // {NAME}:cursor:TABLE; -state and -checkpoint are not used) and is fenced:
 // a relay started on the same table and stream takes it over, and a
 // predecessor still running writes nothing more and exits with status 1.
@@ -170,14 +171,17 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
-	return runRelay(ctx, stderr, r, src, func(_ context.Context, ev outbox.Event[row]) error {
-		_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
-		return err
+	return runRelay(ctx, stderr, r, src, func(ctx context.Context) error {
+		return r.Run(ctx, func(_ context.Context, ev outbox.Event[row]) error {
+			_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
+			return err
+		})
 	})
 }
 
-// runRelay runs r with handle until ctx ends, reporting holds on stderr.
-func runRelay(ctx context.Context, stderr io.Writer, r *stream.Resumer[outbox.Event[row], outbox.Cursor], src *outbox.Source[row], handle func(context.Context, outbox.Event[row]) error) error {
+// runRelay runs r (with run: r.Run or r.RunBatch) until ctx ends,
+// reporting holds on stderr.
+func runRelay(ctx context.Context, stderr io.Writer, r *stream.Resumer[outbox.Event[row], outbox.Cursor], src *outbox.Source[row], run func(context.Context) error) error {
 	var wg sync.WaitGroup
 	watch, stopWatch := context.WithCancel(ctx)
 	wg.Go(func() { reportHold(watch, stderr, src) })
@@ -185,7 +189,7 @@ func runRelay(ctx context.Context, stderr io.Writer, r *stream.Resumer[outbox.Ev
 		stopWatch()
 		wg.Wait()
 	}()
-	err := r.Run(ctx, handle)
+	err := run(ctx)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintf(stderr, "stopped at %v\n", r.Cursor())
 		return nil

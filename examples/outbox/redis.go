@@ -23,8 +23,8 @@ const handlerRetries = 20
 // in stream's hash slot, so that a Redis Cluster accepts the MULTI/EXEC.
 func cursorKey(stream, table string) string { return "{" + stream + "}:cursor:" + table }
 
-// relayRedis relays src into the Redis stream cfg.stream, each row's
-// entry and the cursor in one MULTI/EXEC, until ctx ends.
+// relayRedis relays src into the Redis stream cfg.stream until ctx ends:
+// the entries of a batch of rows and its cursor in one MULTI/EXEC.
 func relayRedis(ctx context.Context, stdout, stderr io.Writer, cfg config, src *outbox.Source[row]) error {
 	rdb := goredis.NewClient(&goredis.Options{Addr: cfg.redis})
 	defer rdb.Close()
@@ -36,15 +36,23 @@ func relayRedis(ctx context.Context, stdout, stderr io.Writer, cfg config, src *
 	if err != nil {
 		return err
 	}
-	add := redis.Transactional(store, outbox.Extract[row], func(ctx context.Context, p goredis.Pipeliner, ev outbox.Event[row]) error {
-		p.XAdd(ctx, &goredis.XAddArgs{Stream: cfg.stream, Values: []string{"id", strconv.FormatInt(ev.Row.ID, 10), "payload", ev.Row.Payload}})
+	add := redis.TransactionalBatch(store, outbox.Extract[row], func(ctx context.Context, p goredis.Pipeliner, evs []outbox.Event[row]) error {
+		for _, ev := range evs {
+			p.XAdd(ctx, &goredis.XAddArgs{Stream: cfg.stream, Values: []string{"id", strconv.FormatInt(ev.Row.ID, 10), "payload", ev.Row.Payload}})
+		}
 		return nil
 	})
-	return runRelay(ctx, stderr, r, src, func(ctx context.Context, ev outbox.Event[row]) error {
-		if err := add(ctx, ev); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
-		return err
+	return runRelay(ctx, stderr, r, src, func(ctx context.Context) error {
+		return r.RunBatch(ctx, func(ctx context.Context, evs []outbox.Event[row]) error {
+			if err := add(ctx, evs); err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				if _, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	})
 }

@@ -67,7 +67,7 @@ func (l *lines) count() int {
 }
 
 // startRelay starts the program with args, its stdout to out.
-func startRelay(t *testing.T, args []string, out *lines) *relayProc {
+func startRelay(t testing.TB, args []string, out *lines) *relayProc {
 	t.Helper()
 	p := &relayProc{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), envMain+"=1", envMain+"_ARGS="+strings.Join(args, " "))
@@ -87,7 +87,7 @@ func startRelay(t *testing.T, args []string, out *lines) *relayProc {
 }
 
 // wait waits for the relay's exit, failing t at ctx's end.
-func (p *relayProc) wait(t *testing.T, ctx context.Context) error {
+func (p *relayProc) wait(t testing.TB, ctx context.Context) error {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -99,7 +99,7 @@ func (p *relayProc) wait(t *testing.T, ctx context.Context) error {
 }
 
 // poll polls cond every 5ms until it holds, failing t at ctx's end.
-func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
+func poll(t testing.TB, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
