@@ -28,12 +28,14 @@ func BenchmarkRelay(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	for i, mode := range []string{"redis", "file"} {
+	runs := 0 // each run has a table and a stream of its own
+	for _, mode := range []string{"redis", "file"} {
 		b.Run(mode, func(b *testing.B) {
-			table := "outbox" + strconv.Itoa(i)
+			runs++
+			table := "outbox" + strconv.Itoa(runs)
 			args := []string{"-dsn", pg.DSN(), "-table", table}
 			if mode == "redis" {
-				args = append(args, "-redis", srv.Addr, "-stream", "out"+strconv.Itoa(i))
+				args = append(args, "-redis", srv.Addr, "-stream", "out"+strconv.Itoa(runs))
 			} else {
 				args = append(args, "-state", filepath.Join(b.TempDir(), "cursor.json"))
 			}
