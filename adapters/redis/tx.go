@@ -31,15 +31,17 @@ const watchRetries = 10
 //
 // A Store that lost the key (another Store loaded it since) gives an
 // error matching [ErrCursorChanged], marked errclass.Permanent, and sends
-// nothing. The package retries nothing itself: a lost connection is
-// returned as an error the stream retries, so run the stream with
-// stream.WithHandlerRetry to call the handler again in place. Redis has
+// nothing. A hash touched by someone else while s still owns it fires
+// the WATCH: the transaction runs again, fn included (at most 10 times).
+// Nothing else is retried: a lost connection is returned as an error the
+// stream retries, so run the stream with stream.WithHandlerRetry to call
+// the handler again in place. Redis has
 // no rollback: a queued command that fails when EXEC runs it (WRONGTYPE)
 // does not stop the others nor the cursor, and its error is returned
 // marked errclass.Permanent.
 //
-// fn must only queue commands on p (their results are read once the
-// handler returned, not in fn), must not call p's Exec or Discard, and
+// fn must only queue commands on p (their results are set once EXEC ran,
+// after fn returned), must not call p's Exec or Discard, and
 // must not call s. An fn that returns stream.ErrStop has its commands
 // executed with the cursor: the stream commits the event and stops.
 // Transactional marks s as committing in the handler
