@@ -28,6 +28,7 @@ type relayProc struct {
 	done   chan struct{} // closed once it exited
 	err    error         // its exit, once done is closed
 	stderr bytes.Buffer
+	owner  string // the cursor's owner before it started: it loaded once that changed
 }
 
 // lines records the relay's "handled ID" lines, across its lives.
@@ -86,14 +87,21 @@ func startRelay(t testing.TB, args []string, out *lines) *relayProc {
 	return p
 }
 
-// wait waits for the relay's exit, failing t at ctx's end.
+// wait waits for the relay's exit, failing t at ctx's end after a
+// SIGQUIT, so that its stderr shows where it was.
 func (p *relayProc) wait(t testing.TB, ctx context.Context) error {
 	t.Helper()
 	select {
 	case <-p.done:
 		return p.err
 	case <-ctx.Done():
-		t.Fatalf("waiting for the relay to exit: %v; stderr:\n%s", ctx.Err(), p.stderr.String())
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+			t.Fatalf("waiting for the relay to exit: %v; stderr after a SIGQUIT:\n%s", ctx.Err(), p.stderr.String())
+		case <-time.After(redistest.Timeout):
+			t.Fatalf("waiting for the relay to exit: %v; a SIGQUIT did not end it", ctx.Err())
+		}
 		return nil
 	}
 }
@@ -174,6 +182,18 @@ func (w *writes) write(ctx context.Context, pool *pgxpool.Pool, seed uint64, row
 	return nil
 }
 
+// insert commits one row with payload.
+func (w *writes) insert(ctx context.Context, pool *pgxpool.Pool, payload string) error {
+	var id int64
+	if err := pool.QueryRow(ctx, "INSERT INTO outbox (payload) VALUES ($1) RETURNING id", payload).Scan(&id); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.committed[id] = payload
+	w.mu.Unlock()
+	return nil
+}
+
 // TestRedisRelayExactlyOnce drives the pinned command line
 //
 //	outbox -dsn DSN -table outbox -redis HOST:PORT -stream out
@@ -204,7 +224,15 @@ func TestRedisRelayExactlyOnce(t *testing.T) {
 
 	args := []string{"-dsn", pg.DSN(), "-table", "outbox", "-redis", srv.Addr, "-stream", "out"}
 	out := &lines{handled: map[int64]int{}}
-	relay := startRelay(t, args, out)
+	// owner is the token of the relay that loaded the cursor last.
+	owner := func() string { return rdb.HGet(ctx, cursorKey("out", "outbox"), "owner").Val() }
+	start := func() *relayProc {
+		before := owner()
+		p := startRelay(t, args, out)
+		p.owner = before
+		return p
+	}
+	relay := start()
 	poll(t, ctx, "the table", func() bool {
 		var ok bool
 		return pool.QueryRow(ctx, "SELECT to_regclass('outbox') IS NOT NULL").Scan(&ok) == nil && ok
@@ -215,14 +243,27 @@ func TestRedisRelayExactlyOnce(t *testing.T) {
 	for i := range writers {
 		go func() { errs <- w.write(ctx, pool, uint64(i), rows) }()
 	}
+	// The rounds go by the entries in the stream: a SIGKILL may lose the
+	// lines of a batch whose entries are in.
+	inStream := func() int { return int(rdb.XLen(ctx, "out").Val()) }
 	fenced := 0
 	for k := 1; k <= kills; k++ {
-		poll(t, ctx, fmt.Sprintf("round %d", k), func() bool { return out.count() >= k*rows/(kills+1) })
+		poll(t, ctx, fmt.Sprintf("round %d", k), func() bool { return inStream() >= k*rows/(kills+1) })
 		if takeovers[k] {
-			next := startRelay(t, args, out)
-			// The first relay's next transaction is refused once the second
-			// loaded the cursor: it exits 1 on its own.
-			err := relay.wait(t, ctx)
+			// The relay running loads before its successor starts: the
+			// successor is the one that takes over.
+			poll(t, ctx, "the relay's load", func() bool { return owner() != relay.owner })
+			next := start()
+			poll(t, ctx, "the successor's load", func() bool { return owner() != next.owner })
+			// A row committed now reaches both relays (the writers may be
+			// done, the first relay idle): the first one's transaction of it
+			// is refused, and it exits 1 on its own.
+			if err := w.insert(ctx, pool, "takeover-"+strconv.Itoa(k)); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, redistest.Timeout)
+			err := relay.wait(t, wctx)
+			cancel()
 			if code := relay.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(relay.stderr.String(), "changed owner") {
 				t.Fatalf("the replaced relay exited with %v (status %d), want 1 and the cursor changed; stderr:\n%s", err, code, relay.stderr.String())
 			}
@@ -232,7 +273,7 @@ func TestRedisRelayExactlyOnce(t *testing.T) {
 		}
 		relay.cmd.Process.Kill()
 		relay.wait(t, ctx)
-		relay = startRelay(t, args, out)
+		relay = start()
 	}
 	for range writers {
 		if err := <-errs; err != nil {
@@ -240,9 +281,10 @@ func TestRedisRelayExactlyOnce(t *testing.T) {
 		}
 	}
 	committed := w.committedN()
-	poll(t, ctx, "every committed row in the stream", func() bool {
-		return rdb.XLen(ctx, "out").Val() >= int64(committed)
-	})
+	poll(t, ctx, "every committed row in the stream", func() bool { return inStream() >= committed })
+	// SIGTERM once the last relay loaded the cursor (it handles signals
+	// from before that), not while it starts.
+	poll(t, ctx, "the last relay's load", func() bool { return owner() != relay.owner })
 	relay.cmd.Process.Signal(syscall.SIGTERM)
 	if err := relay.wait(t, ctx); err != nil {
 		t.Errorf("the relay on SIGTERM: %v; stderr:\n%s", err, relay.stderr.String())
