@@ -6,6 +6,9 @@
 // file, etcd's fenced store, PostgreSQL with Transactional); run it with
 // [NewResumer]. A [Group] reads with XREADGROUP as one named consumer; run
 // it with [NewGroupResumer] and a handler wrapped by [Group.Handler].
+// A [Store] keeps any stream's cursor in a Redis hash, and [Transactional]
+// (or [TransactionalBatch]) writes it in the same MULTI/EXEC as the
+// handler's commands: exactly once into Redis, from any source.
 //
 // Rules of use:
 //   - In group mode the group is the Store: an entry is acknowledged
@@ -38,6 +41,12 @@
 //     read's context or the connection's Close closes: a stop is prompt
 //     even when the server answers nothing. On a ClusterClient or a Ring,
 //     reads end within the block time and the read timeout.
+//   - A [Store] has one owner: its Load takes the key over, and a
+//     predecessor's later Saves and transactions write nothing and fail
+//     with [ErrCursorChanged] (Permanent). A Transactional handler's
+//     commands only queue; Redis has no rollback, so a command failing
+//     inside EXEC leaves the others and the cursor written (its error is
+//     Permanent). Keys of one transaction share a hash slot on a cluster.
 //
 // docs/redis.md in the repository has what is acknowledged when, claims,
 // poison entries, and what a lost or trimmed stream looks like.

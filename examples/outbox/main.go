@@ -26,6 +26,19 @@
 // server is not the one the saved cursor came from (a restored or recreated
 // database), it stops with status 1 and says what changed.
 //
+// With -redis HOST:PORT -stream NAME it relays into a Redis stream,
+// exactly once: each row becomes one entry of the stream NAME, with the
+// fields id (the row's id, decimal) and payload, added (XADD) in the same
+// MULTI/EXEC as the cursor (the rows read while the last MULTI/EXEC ran,
+// up to 100, share the next one), which lives in Redis (the hash
+// {NAME}:cursor:TABLE; -state and -checkpoint are not used) and is fenced:
+// a relay started on the same table and stream takes it over, and a
+// predecessor still running writes nothing more and exits with status 1.
+// A SIGKILL at any moment leaves every committed row in the stream
+// exactly once; it prints "handled ID" once the entry is in Redis (a
+// SIGKILL may come between the two: then the line is missing, never the
+// entry).
+//
 // With no arguments it runs a demo that needs only PostgreSQL's binaries
 // ($RESUMABLE_PG_BIN, else /usr/lib/postgresql/15/bin): it starts a
 // throw-away server, commits rows out of id order (a transaction that took
@@ -38,6 +51,7 @@
 //
 //	go run ./examples/outbox                                 # the demo
 //	go run ./examples/outbox -dsn DSN -table NAME -state FILE [-checkpoint D] [-poll D] [-listen=false]
+//	go run ./examples/outbox -dsn DSN -table NAME -redis HOST:PORT -stream NAME [-poll D] [-listen=false]
 package main
 
 import (
@@ -77,6 +91,7 @@ func main() {
 // config is what the flags say.
 type config struct {
 	dsn, table, state string
+	redis, stream     string // the Redis relay: the server and the stream
 	checkpoint        time.Duration
 	poll              time.Duration
 	listen            bool
@@ -102,10 +117,21 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs.DurationVar(&cfg.checkpoint, "checkpoint", 100*time.Millisecond, "save the cursor at most this often (and on exit); 0: after every row")
 	fs.DurationVar(&cfg.poll, "poll", time.Second, "read the table at least this often")
 	fs.BoolVar(&cfg.listen, "listen", true, "LISTEN for the trigger's notifications (else only poll)")
+	fs.StringVar(&cfg.redis, "redis", "", "relay into a Redis stream on this server (HOST:PORT), exactly once; the cursor lives in Redis")
+	fs.StringVar(&cfg.stream, "stream", "", "the Redis stream the rows go to (with -redis)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.dsn == "" || cfg.table == "" || cfg.state == "" {
+	switch {
+	case cfg.redis != "" || cfg.stream != "":
+		if cfg.dsn == "" || cfg.table == "" || cfg.redis == "" || cfg.stream == "" {
+			fs.Usage()
+			return errors.New("-dsn, -table, -redis and -stream are all required to relay into Redis")
+		}
+		if cfg.state != "" {
+			return errors.New("-state is not used with -redis: the cursor lives in Redis")
+		}
+	case cfg.dsn == "" || cfg.table == "" || cfg.state == "":
 		fs.Usage()
 		return errors.New("-dsn, -table and -state are all required")
 	}
@@ -130,6 +156,9 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.redis != "" {
+		return relayRedis(ctx, stdout, stderr, cfg, src)
+	}
 	store, err := cursor.NewFile(cfg.state, outbox.Cursor{}, cursor.JSON[outbox.Cursor]())
 	if err != nil {
 		return err
@@ -142,6 +171,17 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
+	return runRelay(ctx, stderr, r, src, func(ctx context.Context) error {
+		return r.Run(ctx, func(_ context.Context, ev outbox.Event[row]) error {
+			_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
+			return err
+		})
+	})
+}
+
+// runRelay runs r (with run: r.Run or r.RunBatch) until ctx ends,
+// reporting holds on stderr.
+func runRelay(ctx context.Context, stderr io.Writer, r *stream.Resumer[outbox.Event[row], outbox.Cursor], src *outbox.Source[row], run func(context.Context) error) error {
 	var wg sync.WaitGroup
 	watch, stopWatch := context.WithCancel(ctx)
 	wg.Go(func() { reportHold(watch, stderr, src) })
@@ -149,10 +189,7 @@ func relay(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		stopWatch()
 		wg.Wait()
 	}()
-	err = r.Run(ctx, func(_ context.Context, ev outbox.Event[row]) error {
-		_, err := fmt.Fprintf(stdout, "handled %d\n", ev.Row.ID)
-		return err
-	})
+	err := run(ctx)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintf(stderr, "stopped at %v\n", r.Cursor())
 		return nil

@@ -139,6 +139,10 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{name: "dsn only", args: []string{"-dsn", "postgres://127.0.0.1/x"}, want: "all required"},
 		{name: "no state", args: []string{"-dsn", "postgres://127.0.0.1/x", "-table", "outbox"}, want: "all required"},
 		{name: "negative checkpoint", args: []string{"-dsn", "postgres://127.0.0.1/x", "-table", "outbox", "-state", "s", "-checkpoint=-1s"}, want: "-checkpoint"},
+		{name: "redis without stream", args: []string{"-dsn", "postgres://127.0.0.1/x", "-table", "outbox", "-redis", "127.0.0.1:6379"}, want: "-redis and -stream are all required"},
+		{name: "stream without redis", args: []string{"-dsn", "postgres://127.0.0.1/x", "-table", "outbox", "-stream", "out"}, want: "-redis and -stream are all required"},
+		{name: "redis without table", args: []string{"-dsn", "postgres://127.0.0.1/x", "-redis", "127.0.0.1:6379", "-stream", "out"}, want: "-redis and -stream are all required"},
+		{name: "redis with state", args: []string{"-dsn", "postgres://127.0.0.1/x", "-table", "outbox", "-redis", "127.0.0.1:6379", "-stream", "out", "-state", "s"}, want: "-state is not used with -redis"},
 		{name: "unknown flag", args: []string{"-slot", "x"}, want: "not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
