@@ -36,7 +36,8 @@ var errRunning = errors.New("kafka: Group.Run already in progress")
 //
 // Each partition assigned to the member is a stream of its own, read by a
 // stream.Resumer whose cursor is the record's offset ([Extract]); the
-// group's committed offsets are the Store. A partition's commit is the
+// group's committed offsets are the Store, or the caller's ([WithStore]:
+// exactly once into PostgreSQL). A partition's commit is the
 // end of its contiguous prefix of handled records, never beyond one that
 // is unfinished. docs/kafka.md in the repository has the rules.
 type Group struct {
@@ -272,6 +273,9 @@ func (m *member) clientOptions(base context.Context) []kgo.Opt {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 	}
 	opts = append(opts, m.g.cfg.client...)
+	if m.g.cfg.store != nil {
+		opts = append(opts, kgo.AdjustFetchOffsetsFn(m.startAtStores))
+	}
 	return append(opts,
 		kgo.SeedBrokers(m.g.brokers...),
 		kgo.ConsumerGroup(m.g.group),
@@ -310,7 +314,11 @@ func (m *member) resumer(p *partition) (*stream.Resumer[*kgo.Record, int64], err
 		stream.WithOrderKey(Key),
 		stream.WithCursorOrder(cmp.Compare[int64]),
 	}, m.opts...)
-	return stream.New[*kgo.Record, int64](p, Extract, p, opts...)
+	store := p.store
+	if store == nil {
+		store = p
+	}
+	return stream.New[*kgo.Record, int64](p, Extract, store, opts...)
 }
 
 // poll feeds fetched records to their partitions until ctx ends.
@@ -427,6 +435,10 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 	for t, ids := range assigned {
 		for _, id := range ids {
 			p := newPartition(cl, topic(t, id), m.g.cfg.fetchBuffer, m.onSave)
+			if err := m.openStore(base, p); err != nil {
+				m.end(err)
+				return
+			}
 			r, err := m.resumer(p)
 			if err != nil { // refused when Run started: not here
 				m.end(err)
@@ -450,6 +462,45 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 			})
 		}
 	}
+}
+
+// openStore gives p the caller's Store ([WithStore]), loaded, when there
+// is one. The load is bounded by the drain timeout: the assignment waits
+// for it.
+func (m *member) openStore(base context.Context, p *partition) error {
+	if m.g.cfg.store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(base, m.g.cfg.drainTimeout)
+	defer cancel()
+	s, err := m.g.cfg.store(ctx, p.topic, p.id)
+	if err == nil && s == nil {
+		err = errors.New("no Store (nil)")
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: opening the Store of topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	loaded, err := s.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: loading the Store of topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.useStore(s, loaded)
+	return nil
+}
+
+// startAtStores makes the assigned partitions whose Store holds a cursor
+// start after it, whatever the group committed.
+func (m *member) startAtStores(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for t, ids := range offsets {
+		for id := range ids {
+			if p := m.partition(topic(t, id)); p != nil {
+				if at, ok := p.start(); ok {
+					ids[id] = kgo.NewOffset().At(at).WithEpoch(-1)
+				}
+			}
+		}
+	}
+	return offsets, nil
 }
 
 func (m *member) recover() {
