@@ -7,6 +7,7 @@ replace github.com/resumable-go/resumable => ../..
 replace github.com/resumable-go/resumable/adapters/kafka => ../../adapters/kafka
 
 require (
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/resumable-go/resumable v0.1.0
 	github.com/resumable-go/resumable/adapters/kafka v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
@@ -16,10 +17,24 @@ require (
 )
 
 require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/resumable-go/resumable/adapters/postgres v0.0.0-00010101000000-000000000000
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 )
+
+replace github.com/resumable-go/resumable/adapters/postgres => ../../adapters/postgres
+
+replace github.com/resumable-go/resumable/internal/testkit => ../../internal/testkit

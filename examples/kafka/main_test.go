@@ -20,10 +20,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/adapters/kafka"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(pgtest.Main(m))
 }
 
 // wait bounds every wait of these tests: a guard against a hang, never a
