@@ -108,10 +108,11 @@ type PartitionStats struct {
 	HighWatermark int64
 	// Handled is the end of the handled prefix (the offset to commit); -1
 	// while nothing was handled since the assignment. Committed is the
-	// offset this member last committed; -1 before its first commit.
+	// group's committed offset: the one found at the assignment, then the
+	// last this member committed; -1 while there is none.
 	Handled, Committed int64
-	// Lag is HighWatermark − Handled: records not handled yet; -1 while
-	// either is unknown.
+	// Lag is HighWatermark − Handled (Committed while nothing was
+	// handled): records not handled yet; -1 while either is unknown.
 	Lag int64
 	// Queued counts records fetched and not read by the partition's
 	// stream; InFlight those read and not committed (stream.Stats).
@@ -273,10 +274,8 @@ func (m *member) clientOptions(base context.Context) []kgo.Opt {
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 	}
 	opts = append(opts, m.g.cfg.client...)
-	if m.g.cfg.store != nil {
-		opts = append(opts, kgo.AdjustFetchOffsetsFn(m.startAtStores))
-	}
 	return append(opts,
+		kgo.AdjustFetchOffsetsFn(m.startAt),
 		kgo.SeedBrokers(m.g.brokers...),
 		kgo.ConsumerGroup(m.g.group),
 		kgo.ConsumeTopics(m.g.topics...),
@@ -488,15 +487,21 @@ func (m *member) openStore(base context.Context, p *partition) error {
 	return nil
 }
 
-// startAtStores makes the assigned partitions whose Store holds a cursor
+// startAt notes the group's committed offsets of the assigned partitions
+// (for lag), and makes those whose Store ([WithStore]) holds a cursor
 // start after it, whatever the group committed.
-func (m *member) startAtStores(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+func (m *member) startAt(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	for t, ids := range offsets {
-		for id := range ids {
-			if p := m.partition(topic(t, id)); p != nil {
-				if at, ok := p.start(); ok {
-					ids[id] = kgo.NewOffset().At(at).WithEpoch(-1)
-				}
+		for id, o := range ids {
+			p := m.partition(topic(t, id))
+			if p == nil {
+				continue
+			}
+			if c := o.EpochOffset().Offset; c >= 0 {
+				p.committedAt(c)
+			}
+			if at, ok := p.start(); ok {
+				ids[id] = kgo.NewOffset().At(at).WithEpoch(-1)
 			}
 		}
 	}

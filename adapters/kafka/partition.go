@@ -199,8 +199,12 @@ func (p *partition) stats() PartitionStats {
 	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved,
 		Committed: p.committed, Lag: -1, Queued: len(p.queue) - p.head}
 	p.mu.Unlock()
-	if s.HighWatermark >= 0 && s.Handled >= 0 {
-		s.Lag = max(0, s.HighWatermark-s.Handled)
+	at := s.Handled
+	if at < 0 {
+		at = s.Committed
+	}
+	if s.HighWatermark >= 0 && at >= 0 {
+		s.Lag = max(0, s.HighWatermark-at)
 	}
 	if p.r != nil {
 		s.InFlight = p.r.Stats().InFlight

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -144,5 +145,40 @@ func TestGroupStoreErrors(t *testing.T) {
 				t.Errorf("handled %d records, want none", handled)
 			}
 		})
+	}
+}
+
+// Partitions reports the group's committed offset from the assignment on,
+// before the member handled or committed anything, and the lag behind it.
+func TestGroupPartitionsCommittedAtAssignment(t *testing.T) {
+	c := newCluster(t, 1, "orders")
+	c.produce(t, records("orders", 1, 10, 2)...)
+	var committed kadm.Offsets
+	committed.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 7, LeaderEpoch: -1})
+	if err := c.adm.CommitAllOffsets(context.Background(), "billing", committed); err != nil {
+		t.Fatal(err)
+	}
+	g := c.group(t, "billing", []string{"orders"})
+	block := make(chan struct{})
+	r := start(g, func(ctx context.Context, _ *kgo.Record) error {
+		select { // nothing is handled until the test looked
+		case <-block:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	want := []kafka.PartitionStats{{Topic: "orders", Partition: 0, HighWatermark: 10, Handled: -1, Committed: 7, Lag: 3, Queued: 2, InFlight: 0}} // one handler: stream.Stats counts no record in flight
+	deadline := time.Now().Add(30 * time.Second)
+	for got := g.Partitions(); !cmp.Equal(want, got); got = g.Partitions() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Partitions() (-want +got):\n%s", cmp.Diff(want, got))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(block)
+	eventually(t, "the group's offset at the end", func() bool { return c.committed(t, "billing", "orders")[0] == 10 })
+	if err := r.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v, want %v", err, context.Canceled)
 	}
 }
