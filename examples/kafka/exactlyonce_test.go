@@ -6,10 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/resumable-go/resumable/internal/testkit/pgtest"
@@ -19,21 +17,13 @@ import (
 // restarted: every record's effect is in kafka_effects exactly once (none
 // of a poison record), and each partition's cursor row holds its last
 // offset, although the group's committed offsets lagged at every kill.
+// RESUMABLE_KAFKA_BROKERS runs it against a real cluster.
 func TestExactlyOnceIntoPostgres(t *testing.T) {
 	const n, kills = 2000, 2
 	dsn := pgtest.Shared(t).CreateDB(t)
 	bin := build(t)
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders", "orders.parked"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...), kgo.DefaultProduceTopic("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c := newTestCluster(t, 4)
+	cl := c.cl
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		v := fmt.Sprintf("order %d", i)
@@ -70,7 +60,7 @@ func TestExactlyOnceIntoPostgres(t *testing.T) {
 		return rows
 	}
 
-	args := []string{"-brokers", strings.Join(fake.ListenAddrs(), ","), "-topic", "orders", "-group", "sink",
+	args := []string{"-brokers", strings.Join(c.addrs, ","), "-topic", c.topic, "-group", c.group, "-dead-letter", c.dead,
 		"-work", "1ms", "-max-deliveries", "2", "-session-timeout", "1s", "-postgres", dsn}
 	at := 0
 	for k := range kills {
@@ -107,7 +97,7 @@ func TestExactlyOnceIntoPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		var enc []byte
-		if err := db.QueryRow(ctx, `SELECT cursor FROM resumable_cursors WHERE stream = $1`, fmt.Sprintf("kafka/orders/%d", p)).Scan(&enc); err != nil {
+		if err := db.QueryRow(ctx, `SELECT cursor FROM resumable_cursors WHERE stream = $1`, fmt.Sprintf("kafka/%s/%d", c.topic, p)).Scan(&enc); err != nil {
 			t.Fatalf("partition %d's cursor: %v", p, err)
 		}
 		if c := strings.TrimSpace(string(enc)); c != fmt.Sprint(want) || got != applied[p] {
