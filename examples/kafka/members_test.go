@@ -184,7 +184,10 @@ func TestMembersKilledAddedRemoved(t *testing.T) {
 	}
 
 	args := []string{"-brokers", strings.Join(c.addrs, ","), "-topic", c.topic, "-group", c.group,
-		"-concurrency", "16", "-work", "5ms", "-max-deliveries", "2", "-dead-letter", c.dead, "-session-timeout", "1s"}
+		"-concurrency", "16", "-work", "5ms", "-max-deliveries", "2", "-dead-letter", c.dead, "-session-timeout", "1s",
+		// kfake waits the whole rebalance timeout for a member that died
+		// before it rejoined: 60s by default.
+		"-rebalance-timeout", "4s"}
 	var all, running []*life
 	startMember := func() {
 		l := startLife(t, bin, args)
@@ -199,8 +202,9 @@ func TestMembersKilledAddedRemoved(t *testing.T) {
 	for range 3 {
 		startMember()
 	}
-	inFlight := 0           // records the killed members handled past the committed offsets
-	step := n / (kills + 3) // kill k once (k+1) steps of records were printed
+	explained := map[[2]int64]int{} // per record: how many kills left it handled and uncommitted
+	inFlight := 0                   // records the killed members handled past the committed offsets
+	step := n / (kills + 3)         // kill k once (k+1) steps of records were printed
 	for k := range kills {
 		at := (k + 1) * step
 		eventually(t, "the members handling records", func() bool { return printed() >= at })
@@ -219,6 +223,7 @@ func TestMembersKilledAddedRemoved(t *testing.T) {
 		for _, s := range parse(t, victim) {
 			if c, ok := committed[s.partition]; !ok || s.offset >= c {
 				past++
+				explained[[2]int64{int64(s.partition), s.offset}]++
 			}
 		}
 		inFlight += past
@@ -283,6 +288,22 @@ func TestMembersKilledAddedRemoved(t *testing.T) {
 			order[k] = s.offset
 			count[at]++
 		}
+	}
+	who := map[[2]int64][]int{}
+	for i, l := range all {
+		for _, s := range parse(t, l) {
+			at := [2]int64{int64(s.partition), s.offset}
+			who[at] = append(who[at], i)
+		}
+	}
+	pairs := map[string]int{}
+	for at, ls := range who {
+		if extra := len(ls) - 1 - explained[at]; extra > 0 {
+			pairs[fmt.Sprint(at[0], ls)] += extra
+		}
+	}
+	if len(pairs) > 0 {
+		t.Errorf("records handled more than once that no kill left uncommitted (partition [lives]: count): %v", pairs)
 	}
 	dup := 0
 	for _, n := range count {
