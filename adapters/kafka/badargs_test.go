@@ -43,6 +43,7 @@ func TestBadArgumentsNameTheArgument(t *testing.T) {
 		{name: "WithDrainTimeout", err: newGroup(kafka.WithDrainTimeout(0)), want: []string{"kafka: WithDrainTimeout: d = 0s"}},
 		{name: "WithCommitInterval", err: newGroup(kafka.WithCommitInterval(-time.Second)), want: []string{"kafka: WithCommitInterval: d = -1s"}},
 		{name: "WithFetchBuffer", err: newGroup(kafka.WithFetchBuffer(0)), want: []string{"kafka: WithFetchBuffer: n = 0"}},
+		{name: "WithStore", err: newGroup(kafka.WithStore(nil)), want: []string{"kafka: WithStore: open = nil"}},
 		{name: "NewGroup every argument at once",
 			err:  func() error { _, err := kafka.NewGroup(nil, "", nil, kafka.WithFetchBuffer(-1)); return err }(),
 			want: []string{"brokers = nil", `group = ""`, "topics = nil", "WithFetchBuffer: n = -1"}},

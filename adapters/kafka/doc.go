@@ -14,6 +14,10 @@
 //     never beyond an unfinished one: at-least-once, never a skip. A commit
 //     goes out as soon as a prefix moved, one at a time, at most one per
 //     [WithCommitInterval], and when a partition is released.
+//   - With [WithStore] a Store of the caller's holds each partition's
+//     cursor, loaded at assignment and winning over the group's offset;
+//     with postgres.Transactional a record's effects and its offset commit
+//     together (exactly once), one record of a partition at a time.
 //   - Records of one key ([Key], the default order key) go to the handler
 //     one at a time, in offset order; other keys overlap up to the
 //     concurrency. A partition whose fetched records fill

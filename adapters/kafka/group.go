@@ -36,7 +36,8 @@ var errRunning = errors.New("kafka: Group.Run already in progress")
 //
 // Each partition assigned to the member is a stream of its own, read by a
 // stream.Resumer whose cursor is the record's offset ([Extract]); the
-// group's committed offsets are the Store. A partition's commit is the
+// group's committed offsets are the Store, or the caller's ([WithStore]:
+// exactly once into PostgreSQL). A partition's commit is the
 // end of its contiguous prefix of handled records, never beyond one that
 // is unfinished. docs/kafka.md in the repository has the rules.
 type Group struct {
@@ -107,10 +108,11 @@ type PartitionStats struct {
 	HighWatermark int64
 	// Handled is the end of the handled prefix (the offset to commit); -1
 	// while nothing was handled since the assignment. Committed is the
-	// offset this member last committed; -1 before its first commit.
+	// group's committed offset: the one found at the assignment, then the
+	// last this member committed; -1 while there is none.
 	Handled, Committed int64
-	// Lag is HighWatermark − Handled: records not handled yet; -1 while
-	// either is unknown.
+	// Lag is HighWatermark − Handled (Committed while nothing was
+	// handled): records not handled yet; -1 while either is unknown.
 	Lag int64
 	// Queued counts records fetched and not read by the partition's
 	// stream; InFlight those read and not committed (stream.Stats).
@@ -273,6 +275,7 @@ func (m *member) clientOptions(base context.Context) []kgo.Opt {
 	}
 	opts = append(opts, m.g.cfg.client...)
 	return append(opts,
+		kgo.AdjustFetchOffsetsFn(m.startAt),
 		kgo.SeedBrokers(m.g.brokers...),
 		kgo.ConsumerGroup(m.g.group),
 		kgo.ConsumeTopics(m.g.topics...),
@@ -310,7 +313,11 @@ func (m *member) resumer(p *partition) (*stream.Resumer[*kgo.Record, int64], err
 		stream.WithOrderKey(Key),
 		stream.WithCursorOrder(cmp.Compare[int64]),
 	}, m.opts...)
-	return stream.New[*kgo.Record, int64](p, Extract, p, opts...)
+	store := p.store
+	if store == nil {
+		store = p
+	}
+	return stream.New[*kgo.Record, int64](p, Extract, store, opts...)
 }
 
 // poll feeds fetched records to their partitions until ctx ends.
@@ -427,6 +434,10 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 	for t, ids := range assigned {
 		for _, id := range ids {
 			p := newPartition(cl, topic(t, id), m.g.cfg.fetchBuffer, m.onSave)
+			if err := m.openStore(base, p); err != nil {
+				m.end(err)
+				return
+			}
 			r, err := m.resumer(p)
 			if err != nil { // refused when Run started: not here
 				m.end(err)
@@ -450,6 +461,51 @@ func (m *member) assign(base context.Context, cl *kgo.Client, assigned map[strin
 			})
 		}
 	}
+}
+
+// openStore gives p the caller's Store ([WithStore]), loaded, when there
+// is one. The load is bounded by the drain timeout: the assignment waits
+// for it.
+func (m *member) openStore(base context.Context, p *partition) error {
+	if m.g.cfg.store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(base, m.g.cfg.drainTimeout)
+	defer cancel()
+	s, err := m.g.cfg.store(ctx, p.topic, p.id)
+	if err == nil && s == nil {
+		err = errors.New("no Store (nil)")
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: opening the Store of topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	loaded, err := s.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka: loading the Store of topic %s partition %d: %w", p.topic, p.id, err)
+	}
+	p.useStore(s, loaded)
+	return nil
+}
+
+// startAt notes the group's committed offsets of the assigned partitions
+// (for lag), and makes those whose Store ([WithStore]) holds a cursor
+// start after it, whatever the group committed.
+func (m *member) startAt(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for t, ids := range offsets {
+		for id, o := range ids {
+			p := m.partition(topic(t, id))
+			if p == nil {
+				continue
+			}
+			if c := o.EpochOffset().Offset; c >= 0 {
+				p.committedAt(c)
+			}
+			if at, ok := p.start(); ok {
+				ids[id] = kgo.NewOffset().At(at).WithEpoch(-1)
+			}
+		}
+	}
+	return offsets, nil
 }
 
 func (m *member) recover() {

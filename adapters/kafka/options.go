@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/badarg"
 )
 
@@ -27,6 +29,7 @@ type config struct {
 	drainTimeout   time.Duration
 	commitInterval time.Duration
 	fetchBuffer    int
+	store          func(ctx context.Context, topic string, partition int32) (cursor.Store[int64], error)
 	errs           []error
 }
 
@@ -115,6 +118,37 @@ func WithFetchBuffer(n int) Option {
 			return
 		}
 		c.fetchBuffer = n
+	})
+}
+
+// WithStore keeps each partition's cursor in a Store of the caller's
+// instead of the group's committed offsets, as Kafka Connect's
+// exactly-once sinks do: open is called when a partition is assigned and
+// returns the partition's Store (one of its own: postgres.NewStore with a
+// name per topic and partition, initial cursor -1), whose cursor is the
+// offset of the last record handled. The member loads it before it
+// fetches, and consumes from the offset after it; a Load of -1 (nothing
+// stored) falls back to the group's committed offset (then
+// kgo.ConsumeResetOffset). Records are handed over as without it and
+// every Save goes to the Store; the group's offsets are still committed,
+// for lag and tools, but never read while the Store holds a cursor.
+//
+// With a Store that commits in the handler's transaction
+// (postgres.Transactional, TransactionalBatch: cursor.HandlerCommitter)
+// each record's effects and its offset commit together: exactly once.
+// Such a stream refuses stream.WithConcurrency above 1, so a partition's
+// records are handled one at a time, in offset order, and per-key
+// concurrency is lost (partitions still run in parallel); a Run with it
+// ends with an error matching stream.ErrInvalidOption at the first
+// assignment. An error of open or of the first Load ends the Run. A nil
+// open makes NewGroup fail.
+func WithStore(open func(ctx context.Context, topic string, partition int32) (cursor.Store[int64], error)) Option {
+	return optionFunc(func(c *config) {
+		if open == nil {
+			c.fail("WithStore", "open", nil, "must not be nil")
+			return
+		}
+		c.store = open
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -17,7 +18,9 @@ var errConnClosed = errors.New("kafka: connection closed")
 // for it, read by its Resumer through a conn, and the offset its Resumer
 // saved (the end of the handled prefix), which the group commits.
 //
-// It is the partition's Source (Open) and Store (Load, Save).
+// It is the partition's Source (Open) and Store (Load, Save), or, with
+// [WithStore], its Source and the follower of the caller's Store
+// (ownStore).
 type partition struct {
 	cl     *kgo.Client
 	topic  string
@@ -35,17 +38,19 @@ type partition struct {
 	saved     int64         // the offset to commit (the next to read); -1: none
 	committed int64         // the offset last committed; -1: none
 	hw        int64         // the high watermark at the last fetch; -1: none
+	loaded    int64         // the caller's Store's cursor at the assignment; -1: none
 	wake      chan struct{} // a record or an end for Recv
 	room      chan struct{} // the queue fell below the buffer
 
 	onSave func()                              // tells the committer that saved moved
+	store  cursor.Store[int64]                 // the Resumer's Store: p, or an ownStore
 	r      *stream.Resumer[*kgo.Record, int64] // set before the partition is shared
 	cancel context.CancelFunc                  // ends the Resumer's Run at once
 	done   chan struct{}                       // closed when the Resumer's Run returned
 }
 
 func newPartition(cl *kgo.Client, tp topicPartition, buffer int, onSave func()) *partition {
-	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1, hw: -1,
+	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1, hw: -1, loaded: -1,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
 }
 
@@ -194,8 +199,12 @@ func (p *partition) stats() PartitionStats {
 	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved,
 		Committed: p.committed, Lag: -1, Queued: len(p.queue) - p.head}
 	p.mu.Unlock()
-	if s.HighWatermark >= 0 && s.Handled >= 0 {
-		s.Lag = max(0, s.HighWatermark-s.Handled)
+	at := s.Handled
+	if at < 0 {
+		at = s.Committed
+	}
+	if s.HighWatermark >= 0 && at >= 0 {
+		s.Lag = max(0, s.HighWatermark-at)
 	}
 	if p.r != nil {
 		s.InFlight = p.r.Stats().InFlight
@@ -244,6 +253,46 @@ func (p *partition) Save(_ context.Context, c int64) error {
 		p.onSave()
 	}
 	return nil
+}
+
+// useStore makes s, whose cursor is loaded, the partition's Store:
+// fetching starts after loaded (when not -1), and the group commits the
+// offset after it until the Resumer saves another.
+func (p *partition) useStore(s cursor.Store[int64], loaded int64) {
+	p.store = ownStore{p: p, s: s}
+	if loaded >= 0 {
+		p.loaded, p.next, p.saved = loaded, loaded+1, loaded+1
+	}
+}
+
+// start returns the offset fetching starts at, from the caller's Store;
+// ok false when it holds none.
+func (p *partition) start() (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loaded + 1, p.loaded >= 0
+}
+
+// ownStore is a partition's Store with [WithStore]: the caller's Store s,
+// whose saves the partition follows for the group's commits and lag.
+type ownStore struct {
+	p *partition
+	s cursor.Store[int64]
+}
+
+func (o ownStore) Load(ctx context.Context) (int64, error) { return o.s.Load(ctx) }
+
+func (o ownStore) Save(ctx context.Context, c int64) error {
+	if err := o.s.Save(ctx, c); err != nil {
+		return err
+	}
+	return o.p.Save(ctx, c)
+}
+
+// CommitsInHandler passes on the answer of the caller's Store.
+func (o ownStore) CommitsInHandler() bool {
+	hc, ok := o.s.(cursor.HandlerCommitter)
+	return ok && hc.CommitsInHandler()
 }
 
 // conn is one connection's view of a partition's queue.

@@ -7,6 +7,8 @@ replace github.com/resumable-go/resumable => ../..
 replace github.com/resumable-go/resumable/adapters/kafka => ../../adapters/kafka
 
 require (
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/prometheus/client_golang v1.25.0
 	github.com/resumable-go/resumable v0.1.0
 	github.com/resumable-go/resumable/adapters/kafka v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go v1.22.3
@@ -16,10 +18,36 @@ require (
 )
 
 require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/resumable-go/resumable/adapters/postgres v0.0.0-00010101000000-000000000000
+	github.com/resumable-go/resumable/internal/testkit v0.1.0
+	github.com/resumable-go/resumable/metrics/prom v0.0.0-00010101000000-000000000000
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 )
+
+replace github.com/resumable-go/resumable/adapters/postgres => ../../adapters/postgres
+
+replace github.com/resumable-go/resumable/internal/testkit => ../../internal/testkit
+
+replace github.com/resumable-go/resumable/metrics/prom => ../../metrics/prom

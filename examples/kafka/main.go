@@ -28,7 +28,11 @@
 //
 //	go run ./examples/kafka -brokers HOST:PORT[,HOST:PORT] -topic NAME -group NAME
 //	    [-concurrency N] [-work D] [-max-deliveries N] [-dead-letter TOPIC]
-//	    [-session-timeout D]
+//	    [-session-timeout D] [-rebalance-timeout D] [-postgres URL]
+//
+// With -postgres, each record's effect (a row of kafka_effects) and its
+// partition's offset commit in one PostgreSQL transaction: exactly once,
+// a partition's records one at a time (-concurrency must be 1).
 package main
 
 import (
@@ -63,7 +67,7 @@ func main() {
 	}
 }
 
-const usage = "usage: kafka -brokers HOST:PORT[,HOST:PORT] -topic NAME -group NAME [-concurrency N] [-work D] [-max-deliveries N] [-dead-letter TOPIC] [-session-timeout D]"
+const usage = "usage: kafka -brokers HOST:PORT[,HOST:PORT] -topic NAME -group NAME [-concurrency N] [-work D] [-max-deliveries N] [-dead-letter TOPIC] [-session-timeout D] [-rebalance-timeout D] [-postgres URL]"
 
 // config is what the flags say.
 type config struct {
@@ -74,7 +78,9 @@ type config struct {
 	maxDeliveries  int
 	deadLetter     string
 	sessionTimeout time.Duration
+	rebalance      time.Duration // 0: kgo's default (60s)
 	commitInterval time.Duration // 0: the adapter's default
+	postgres       string        // "": no sink
 }
 
 func run(ctx context.Context, stdout io.Writer, args []string) error {
@@ -90,10 +96,12 @@ func run(ctx context.Context, stdout io.Writer, args []string) error {
 	maxDeliveries := fs.Int("max-deliveries", 3, "tries of a record before it is parked")
 	deadLetter := fs.String("dead-letter", "", "the dead-letter `TOPIC` (default: the topic's name + \".parked\")")
 	session := fs.Duration("session-timeout", 45*time.Second, "the group session timeout: how soon a killed member's partitions move")
+	rebalance := fs.Duration("rebalance-timeout", 0, "how long the group waits for its members to rejoin a rebalance (default kgo's 60s); a revoked partition drains for at most half of it")
+	pg := fs.String("postgres", "", "a PostgreSQL `URL`: each record's effect and offset in one transaction")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *brokers == "" || *topic == "" || *group == "" || fs.NArg() > 0 {
+	if *brokers == "" || *topic == "" || *group == "" || fs.NArg() > 0 || (*pg != "" && *concurrency != 1) {
 		return errors.New(usage)
 	}
 	if *deadLetter == "" {
@@ -101,7 +109,7 @@ func run(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	return member(ctx, stdout, config{brokers: strings.Split(*brokers, ","), topic: *topic, group: *group,
 		concurrency: *concurrency, work: *work, maxDeliveries: *maxDeliveries, deadLetter: *deadLetter,
-		sessionTimeout: *session})
+		sessionTimeout: *session, rebalance: *rebalance, postgres: *pg})
 }
 
 // errPoison is the handler's error for a poison record.
@@ -123,6 +131,20 @@ func member(ctx context.Context, stdout io.Writer, cfg config) error {
 	)}
 	if cfg.commitInterval > 0 {
 		opts = append(opts, kafka.WithCommitInterval(cfg.commitInterval))
+	}
+	if cfg.rebalance > 0 {
+		opts = append(opts, kafka.WithClientOptions(kgo.RebalanceTimeout(cfg.rebalance)),
+			kafka.WithDrainTimeout(max(cfg.rebalance/2, time.Millisecond)))
+	}
+	effect := func(context.Context, *kgo.Record) error { return nil }
+	if cfg.postgres != "" {
+		s, err := newSink(ctx, cfg.postgres)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		opts = append(opts, kafka.WithStore(s.open))
+		effect = s.handle
 	}
 	g, err := kafka.NewGroup(cfg.brokers, cfg.group, []string{cfg.topic}, opts...)
 	if err != nil {
@@ -148,6 +170,9 @@ func member(ctx context.Context, stdout io.Writer, cfg config) error {
 		}
 		if strings.HasPrefix(string(r.Value), "poison") {
 			return errPoison
+		}
+		if err := effect(ctx, r); err != nil {
+			return err
 		}
 		return say("handled", r)
 	},

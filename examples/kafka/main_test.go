@@ -15,15 +15,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/resumable-go/resumable/adapters/kafka"
+	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(pgtest.Main(m))
 }
 
 // wait bounds every wait of these tests: a guard against a hang, never a
@@ -109,7 +109,7 @@ func (l *life) lines(t *testing.T) []string {
 // and the committed offsets end at the topic's end.
 //
 // RESUMABLE_KAFKA_KILLS=15 kills more often (and produces 1,500 records
-// more per kill).
+// more per kill); RESUMABLE_KAFKA_BROKERS runs it against a real cluster.
 func TestKillAndRestart(t *testing.T) {
 	kills := 3
 	if s := os.Getenv("RESUMABLE_KAFKA_KILLS"); s != "" {
@@ -121,18 +121,8 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	n, keys := 4000+1500*max(0, kills-3), 100
 	bin := build(t)
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders", "orders.parked"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(fake.ListenAddrs()...), kgo.DefaultProduceTopic("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	c := newTestCluster(t, 4)
+	cl, adm := c.cl, c.adm
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		v := fmt.Sprintf("order %d", i)
@@ -151,8 +141,8 @@ func TestKillAndRestart(t *testing.T) {
 		}
 	}
 
-	args := []string{"-brokers", strings.Join(fake.ListenAddrs(), ","), "-topic", "orders", "-group", "billing",
-		"-concurrency", "8", "-work", "2ms", "-max-deliveries", "3", "-dead-letter", "orders.parked", "-session-timeout", "1s"}
+	args := []string{"-brokers", strings.Join(c.addrs, ","), "-topic", c.topic, "-group", c.group,
+		"-concurrency", "8", "-work", "2ms", "-max-deliveries", "3", "-dead-letter", c.dead, "-session-timeout", "1s"}
 	var lives []*life
 	for range kills {
 		l := startLife(t, bin, args)
@@ -165,19 +155,19 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	last := startLife(t, bin, args)
 	lives = append(lives, last)
-	ends, err := adm.ListEndOffsets(context.Background(), "orders")
+	ends, err := adm.ListEndOffsets(context.Background(), c.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "every partition committed to its end", func() bool {
-		committed, err := adm.FetchOffsets(context.Background(), "billing")
+		committed, err := adm.FetchOffsets(context.Background(), c.group)
 		if err != nil {
 			return false
 		}
 		all := true
 		ends.Each(func(e kadm.ListedOffset) {
-			c, ok := committed.Lookup("orders", e.Partition)
-			all = all && ok && c.At == e.Offset
+			o, ok := committed.Lookup(c.topic, e.Partition)
+			all = all && ok && o.At == e.Offset
 		})
 		return all
 	})
@@ -228,7 +218,7 @@ func TestKillAndRestart(t *testing.T) {
 
 	// The dead-letter topic holds poison records only, every one of them
 	// (some twice: a kill between a park and its commit parks it again).
-	parked := readTopic(t, fake.ListenAddrs(), "orders.parked")
+	parked := readTopic(t, c.addrs, c.dead)
 	got := map[[2]int64]bool{}
 	for _, r := range parked {
 		var p, o int64
