@@ -107,13 +107,15 @@ func (c *cluster) ends(t testing.TB, topic string) map[int32]int64 {
 	return got
 }
 
-// group returns a member of group on the cluster's topics, with short
-// sessions and quick commits for tests.
+// group returns a member of group on the cluster's topics, with quick
+// commits for tests; its session (5s, heartbeats every 100ms) outlives a
+// heartbeat delayed by a loaded machine under -race, and no test waits for
+// it to expire (a lost session is injected).
 func (c *cluster) group(t testing.TB, group string, topics []string, opts ...kafka.Option) *kafka.Group {
 	t.Helper()
 	base := []kafka.Option{
 		kafka.WithCommitInterval(20 * time.Millisecond),
-		kafka.WithClientOptions(kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100*time.Millisecond),
+		kafka.WithClientOptions(kgo.SessionTimeout(5*time.Second), kgo.HeartbeatInterval(100*time.Millisecond),
 			kgo.RebalanceTimeout(10*time.Second), kgo.FetchMaxWait(50*time.Millisecond)),
 	}
 	g, err := kafka.NewGroup(c.addrs, group, topics, append(base, opts...)...)
