@@ -213,6 +213,9 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
+		if c.snap.chunk != nil && !c.snap.chunk.reached { // for Health: how far the watermark is
+			c.src.waitRead.Store(uint64(x.WALStart))
+		}
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
@@ -421,6 +424,7 @@ func (c *conn) setSide(pg *pgconn.PgConn) {
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.src.live.CompareAndSwap(c, nil)
+		c.src.waiting.Store(nil)
 		if !c.mu.TryLock() { // unblock the pending Recv, whichever connection it reads
 			_ = c.pg.Conn().Close()
 			if side := c.side.Load(); side != nil {

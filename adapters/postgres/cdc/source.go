@@ -68,6 +68,9 @@ type Source struct {
 	statuses atomic.Int64         // status updates sent, for tests
 	live     atomic.Pointer[conn] // the connection streaming now, told of each save; nil: none
 
+	waiting  atomic.Pointer[chunkWait] // the snapshot chunk waiting for its watermark; nil: none
+	waitRead atomic.Uint64             // the position of the last message read while it waits
+
 	optErrs []error // the options' bad arguments, reported by NewSource
 }
 
