@@ -153,3 +153,70 @@ func BenchmarkRestartResend(b *testing.B) {
 	b.ReportMetric(resent/float64(b.N), "resent/restart")
 	b.ReportMetric(total/float64(b.N), "written/restart")
 }
+
+// Health names a backfill chunk that waits for its watermark, with the WAL
+// left before it, while the stream reads the changes committed before the
+// chunk was read; and nothing once the stream ended.
+func TestHealthSnapshotWait(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	slot := replSetup(t, dsn)
+	src, err := cdc.NewSource(dsn, slot, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewResumer(src, cursor.NewMemory(cdc.Cursor{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := pgtest.Ctx(t)
+	gate, release := make(chan struct{}), make(chan struct{})
+	var waiting cdc.Health
+	var checked, held bool
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(ctx, func(ctx context.Context, ev cdc.Event) error {
+			if !held {
+				held = true
+				close(gate) // the first change: hold the stream here
+				<-release
+			}
+			switch {
+			case ev.Op == cdc.Snapshot:
+				return stream.ErrStop
+			case !checked && ev.Cursor.Snapshot != "": // the backfill is under way
+				checked = true
+				h, err := src.Health(ctx)
+				if err != nil {
+					return err
+				}
+				waiting = h
+			}
+			return nil
+		})
+	}()
+	replExec(t, dsn, "INSERT INTO items (id) VALUES (0)")
+	<-gate
+	// Two large transactions: the stream stops reading inside the first
+	// (its read-ahead is full) and reads the backfill's chunk after it;
+	// the chunk waits for the second.
+	replExec(t, dsn, "INSERT INTO items (id) SELECT g FROM generate_series(1, 5000) g",
+		"INSERT INTO items (id) SELECT g FROM generate_series(5001, 25000) g")
+	if err := src.Backfill(ctx, "items"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	if !checked || waiting.SnapshotWaitTable != "public.items" || waiting.SnapshotWaitBytes <= 0 {
+		t.Errorf("Health while the backfill's chunk waits: table %q, %d bytes left (checked %t); want public.items, more than 0",
+			waiting.SnapshotWaitTable, waiting.SnapshotWaitBytes, checked)
+	}
+	h, err := src.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.SnapshotWaitTable != "" || h.SnapshotWaitBytes != 0 {
+		t.Errorf("Health after Run: table %q, %d bytes, want none", h.SnapshotWaitTable, h.SnapshotWaitBytes)
+	}
+}
