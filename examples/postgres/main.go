@@ -14,7 +14,11 @@
 // the change's transaction (X/X), INDEX the change's index within its
 // transaction, from 0. Everything else goes to stderr. The cursor is saved
 // after every change (with -checkpoint D, at most every D: a kill then
-// prints again the changes since the last save). On SIGTERM or SIGINT it saves and exits with status
+// prints again the changes since the last save), except while -snapshot's
+// snapshot is under way: at most every 100ms then, so that neither its
+// rows nor the changes a chunk waits for are an fsync each (a kill prints
+// again what was handled in the last 100ms). A backfill's rows, which
+// share a position, are saved at most every 100ms too. On SIGTERM or SIGINT it saves and exits with status
 // 0. When the server or the slot is not the one the saved cursor came from
 // (a recreated slot, a restored or replaced server), it stops with status
 // 1 and says what changed.
@@ -87,6 +91,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -166,10 +171,11 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 
 // consume runs the stream until ctx ends, printing a line per change.
 func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
-	store, err := cursor.NewFile(cfg.state, cdc.Cursor{}, cursor.JSON[cdc.Cursor]())
+	file, err := cursor.NewFile(cfg.state, cdc.Cursor{}, cursor.JSON[cdc.Cursor]())
 	if err != nil {
 		return err
 	}
+	store := &rowSaves{file: file}
 	var opts []cdc.SourceOption
 	if cfg.snapshot {
 		opts = append(opts, cdc.WithSnapshot(0))
@@ -197,20 +203,16 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	}
 	fmt.Fprintf(stderr, "resuming after cursor %v from %s\n", loaded, cfg.state)
 	log := zap.New(zapCore(stderr))
-	save := stream.WithCheckpointEvery(1)
-	if cfg.checkpoint > 0 {
-		save = stream.WithCheckpointInterval(cfg.checkpoint)
-	}
-	sopts := []stream.Option{stream.WithLogger(log), save}
-	if cfg.failover { // a promotion takes seconds: look for the new primary often
-		sopts = append(sopts, stream.WithBackoff(backoff.Exponential(backoff.WithMaxInterval(5*time.Second))))
-	}
-	r, err := cdc.NewResumer(src, store, sopts...)
-	if err != nil {
-		return err
-	}
+	// A snapshot under way (a first start with -snapshot, or one resumed)
+	// is saved every 100ms until its end, unless -checkpoint says otherwise:
+	// its rows, and the changes that wait before a chunk, are not an fsync
+	// each. Then this Run stops, and the next saves after every change.
+	snapshotting := cfg.checkpoint == 0 && cfg.snapshot && (loaded.Snapshot != "" || loaded == cdc.Cursor{})
+	var inSnapshot atomic.Bool
+	inSnapshot.Store(loaded.Snapshot != "" || cfg.snapshot && loaded == cdc.Cursor{})
+	stopWaits := logWaits(ctx, stderr, src, &inSnapshot)
 	n := 0
-	err = r.Run(ctx, func(_ context.Context, ev cdc.Event) error {
+	handle := func(_ context.Context, ev cdc.Event) error {
 		row := ev.New
 		if ev.Op == cdc.Delete {
 			row = ev.Old
@@ -230,16 +232,78 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			id, _ := row.Get("id")
 			fmt.Fprintf(stdout, "handled %s %s %s %s %d\n", ev.Relation, ev.Op, id, ev.LSN, ev.Index)
 		}
+		inSnapshot.Store(ev.Cursor.Snapshot != "")
 		if n++; cfg.stopAfter > 0 && n >= cfg.stopAfter {
 			return stream.ErrStop
 		}
+		if snapshotting && ev.Cursor.Snapshot == "" {
+			snapshotting = false // the snapshot is over
+			return stream.ErrStop
+		}
 		return nil
-	})
+	}
+	var r *stream.Resumer[cdc.Event, cdc.Cursor]
+	for {
+		save := stream.WithCheckpointEvery(1)
+		switch {
+		case cfg.checkpoint > 0:
+			save = stream.WithCheckpointInterval(cfg.checkpoint)
+		case snapshotting:
+			save = stream.WithCheckpointInterval(100 * time.Millisecond)
+		}
+		sopts := []stream.Option{stream.WithLogger(log), save}
+		if cfg.failover { // a promotion takes seconds: look for the new primary often
+			sopts = append(sopts, stream.WithBackoff(backoff.Exponential(backoff.WithMaxInterval(5*time.Second))))
+		}
+		if r, err = cdc.NewResumer(src, store, sopts...); err != nil {
+			return err
+		}
+		was := snapshotting
+		err = r.Run(ctx, handle)
+		if err != nil || !was || snapshotting || cfg.stopAfter > 0 && n >= cfg.stopAfter {
+			break
+		}
+	}
+	stopWaits()
+	// A snapshot row's save the stream made may have been kept back.
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ferr := store.flush(fctx); ferr != nil && err == nil {
+		err = ferr
+	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintf(stderr, "stopped at %v\n", r.Cursor())
 		return nil
 	}
 	return err
+}
+
+// logWaits logs, every 5 s while a snapshot or a backfill is under way,
+// a chunk that waits for its watermark and how much WAL the stream reads
+// before the chunk's rows go: a resume behind a backlog is not a stall.
+// The function it returns stops it and waits for its end.
+func logWaits(ctx context.Context, stderr io.Writer, src *cdc.Source, inSnapshot *atomic.Bool) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if !inSnapshot.Load() {
+				continue
+			}
+			if h, err := src.Health(ctx); err == nil && h.SnapshotWaitTable != "" {
+				fmt.Fprintf(stderr, "snapshot of %s: a chunk waits for its watermark, %.1f MiB of WAL before it\n", h.SnapshotWaitTable, float64(h.SnapshotWaitBytes)/(1<<20))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // jsonLine formats a change or a snapshot row as one line of JSON (the

@@ -182,12 +182,25 @@ func (c *conn) readChunk(ctx context.Context) error {
 	mark := c.src.slot + "/" + hex.EncodeToString(token)
 	// Transactional, so that its commit flushes it and the stream gets it
 	// at once.
-	if _, err := query(ctx, w.side, "SELECT pg_logical_emit_message(true, $1, $2)", watermarkPrefix, mark); err != nil {
+	at, err := query(ctx, w.side, "SELECT pg_logical_emit_message(true, $1, $2)::text", watermarkPrefix, mark)
+	if err != nil {
 		return classify(fmt.Errorf("cdc: snapshot of %s: emitting the watermark: %w", t, err))
 	}
 	k.mark = mark
 	w.chunk = k
+	if len(at) == 1 && len(at[0]) == 1 {
+		if lsn, err := pglogrepl.ParseLSN(string(at[0][0])); err == nil {
+			c.src.waiting.Store(&chunkWait{table: t.String(), mark: lsn})
+			c.src.waitRead.Store(uint64(c.walEnd))
+		}
+	}
 	return nil
+}
+
+// chunkWait is a snapshot chunk waiting for its watermark, for Health.
+type chunkWait struct {
+	table string
+	mark  pglogrepl.LSN // the watermark's position
 }
 
 // selectChunk reads the rows of table t after the progress's key at a
@@ -383,6 +396,7 @@ func indexOf(list []string, s string) int {
 func (c *conn) watermark(content []byte, pos Cursor) {
 	if k := c.snap.chunk; k != nil && !k.reached && string(content) == k.mark {
 		k.reached, k.at = true, pos
+		c.src.waiting.Store(nil)
 	}
 }
 

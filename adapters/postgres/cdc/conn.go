@@ -64,6 +64,12 @@ type conn struct {
 	idleAt    pglogrepl.LSN // the furthest position a keepalive reported with no transaction in flight
 	progress  time.Time     // when the last Progress event was made (or the connection opened)
 	statusBuf []byte
+
+	// A save waits to be confirmed (set by Source.hold, cleared by
+	// sendStatus), and when the last status update was sent (unix ns).
+	confirm  atomic.Bool
+	statusAt atomic.Int64
+	deadline time.Time // the read deadline sendStatus or confirmDue set last
 }
 
 func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
@@ -141,6 +147,11 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 			}
 			continue
 		}
+		if c.confirm.Load() {
+			if err := c.confirmDue(); err != nil {
+				return Event{}, err
+			}
+		}
 		msg, err := c.pg.ReceiveMessage(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -202,6 +213,9 @@ func (c *conn) handle(data []byte) (ev Event, ok bool, err error) {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 		}
 		c.walEnd = max(c.walEnd, x.WALStart)
+		if c.snap.chunk != nil && !c.snap.chunk.reached { // for Health: how far the watermark is
+			c.src.waitRead.Store(uint64(x.WALStart))
+		}
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
 			return Event{}, false, fmt.Errorf("cdc: replication of slot %q at %v: %w", c.src.slot, x.WALStart, err)
@@ -316,6 +330,7 @@ func (c *conn) protocolError(format string, args ...any) error {
 // holds, when it was read from this server and slot; 0 (which the server
 // ignores) otherwise.
 func (c *conn) sendStatus() error {
+	c.confirm.Store(false) // before reading what the Store holds: a save after it sets it again
 	var flush pglogrepl.LSN
 	if saved := c.src.held(); c.id.matches(saved) {
 		flush = saved.LSN
@@ -326,12 +341,53 @@ func (c *conn) sendStatus() error {
 		return fmt.Errorf("cdc: replication of slot %q: sending standby status: %w", c.src.slot, err)
 	}
 	c.src.statuses.Add(1)
+	c.statusAt.Store(now.UnixNano())
 	// The next read that would wait past the interval times out, and
-	// Recv sends the next update.
-	if err := c.pg.Conn().SetReadDeadline(now.Add(c.src.interval)); err != nil {
+	// Recv sends the next update; sooner when a save came meanwhile.
+	next := now.Add(c.src.interval)
+	if c.confirm.Load() {
+		next = now.Add(c.src.confirmGap())
+	}
+	return c.setDeadline(next)
+}
+
+// setDeadline sets the read deadline of the replication connection.
+func (c *conn) setDeadline(at time.Time) error {
+	c.deadline = at
+	if err := c.pg.Conn().SetReadDeadline(at); err != nil {
 		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
 	return nil
+}
+
+// confirmDue sends a status update for a save when confirmGap has passed
+// since the last one, and otherwise makes sure the next read times out
+// then (a save's own deadline may have been overwritten by sendStatus).
+func (c *conn) confirmDue() error {
+	at := time.Unix(0, c.statusAt.Load()).Add(c.src.confirmGap())
+	switch {
+	case !time.Now().Before(at):
+		return c.sendStatus()
+	case c.deadline.After(at):
+		return c.setDeadline(at)
+	}
+	return nil
+}
+
+// confirmGap is the least time between two status updates sent because a
+// cursor was saved: a save per event costs no status update per event.
+func (s *Source) confirmGap() time.Duration { return min(confirmGap, s.interval) }
+
+// confirmGap bounds how long a saved cursor waits before it is confirmed.
+const confirmGap = 50 * time.Millisecond
+
+// confirmSoon makes the connection confirm the cursor the Store now holds
+// within confirmGap of its last status update: Recv sends one before its
+// next read, or when the read it waits in times out. It is called by
+// Source.hold, from any goroutine.
+func (c *conn) confirmSoon() {
+	c.confirm.Store(true)
+	_ = c.pg.Conn().SetReadDeadline(time.Unix(0, c.statusAt.Load()).Add(c.src.confirmGap()))
 }
 
 // pgEpoch is PostgreSQL's epoch, 2000-01-01 UTC.
@@ -367,6 +423,8 @@ func (c *conn) setSide(pg *pgconn.PgConn) {
 // concurrently with Recv, which it unblocks.
 func (c *conn) Close() error {
 	c.closeOnce.Do(func() {
+		c.src.live.CompareAndSwap(c, nil)
+		c.src.waiting.Store(nil)
 		if !c.mu.TryLock() { // unblock the pending Recv, whichever connection it reads
 			_ = c.pg.Conn().Close()
 			if side := c.side.Load(); side != nil {

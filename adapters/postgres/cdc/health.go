@@ -50,6 +50,13 @@ type Health struct {
 	// names holds synced, with synchronized_standby_slots set on the
 	// primary: a promotion of any of them goes on from the cursor.
 	FailoverReady bool
+	// SnapshotWaitTable is the table whose snapshot chunk waits for its
+	// watermark: its rows go once the stream has read the changes before
+	// it. Empty when none waits.
+	SnapshotWaitTable string
+	// SnapshotWaitBytes is the WAL between the last message the stream
+	// read and that chunk's watermark: what it reads before the rows go.
+	SnapshotWaitBytes int64
 }
 
 // Health connects to each server the DSN names (plain connections, not
@@ -68,6 +75,10 @@ func (s *Source) Health(ctx context.Context) (Health, error) {
 	s.mu.Lock()
 	h.CommitTime = s.committedAt
 	s.mu.Unlock()
+	if w := s.waiting.Load(); w != nil {
+		h.SnapshotWaitTable = w.table
+		h.SnapshotWaitBytes = max(0, int64(w.mark)-int64(s.waitRead.Load()))
+	}
 	if !h.CommitTime.IsZero() {
 		h.CommitLag = max(0, time.Since(h.CommitTime))
 	}

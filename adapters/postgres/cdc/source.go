@@ -65,7 +65,11 @@ type Source struct {
 	standby bool // an Open found the slot active and said so: the next waits quietly; only Open uses it
 	opened  bool // an Open of this Source started replication: a missing slot is then never created; only Open uses it
 
-	statuses atomic.Int64 // status updates sent, for tests
+	statuses atomic.Int64         // status updates sent, for tests
+	live     atomic.Pointer[conn] // the connection streaming now, told of each save; nil: none
+
+	waiting  atomic.Pointer[chunkWait] // the snapshot chunk waiting for its watermark; nil: none
+	waitRead atomic.Uint64             // the position of the last message read while it waits
 
 	optErrs []error // the options' bad arguments, reported by NewSource
 }
@@ -83,8 +87,8 @@ type sourceOption func(*Source)
 func (f sourceOption) applySource(s *Source) { f(s) }
 
 // WithStatusInterval sets how often a connection sends the server a
-// standby status update (its positions) when nothing else made it do so;
-// it also bounds how long a saved position waits before it is confirmed.
+// standby status update (its positions) when nothing else made it do so.
+// A saved cursor is confirmed sooner: within 50ms of the last update.
 // The server's wal_sender_timeout (60s by default) must be longer.
 // Default 10s; 0 keeps the default, and a negative d makes NewSource fail.
 func WithStatusInterval(d time.Duration) SourceOption {
@@ -238,6 +242,9 @@ func (s *Source) hold(c Cursor) {
 	defer s.mu.Unlock()
 	s.saved = c
 	s.noteSaved(c)
+	if live := s.live.Load(); live != nil {
+		live.confirmSoon()
+	}
 	if s.pending.Load() == 0 {
 		return
 	}
@@ -450,6 +457,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	if err := c.sendStatus(); err != nil {
 		return nil, err
 	}
+	s.live.Store(c)
 	return c, nil
 }
 

@@ -3,6 +3,8 @@ package cdc_test
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,4 +118,75 @@ func relayStore(t testing.TB, dsn string) (*pgxpool.Pool, *postgres.Store[cdc.Cu
 		t.Fatal(err)
 	}
 	return pool, store
+}
+
+// BenchmarkTxBatchesRelay measures a relay of one-row source transactions
+// under WithTxBatches (batches up to 1,000) into a target table through
+// TransactionalBatch, synchronous_commit on: source transactions per
+// second. With a batch per source transaction (the stream's WithBatchEnd
+// today) the rate is the target's commits per second.
+func BenchmarkTxBatchesRelay(b *testing.B) {
+	const txs = 2000
+	dsn := pgtest.NewDB(b)
+	replExec(b, dsn, "CREATE TABLE target (id int NOT NULL)")
+	var rate, perBatch float64
+	for range b.N {
+		slot := replSetup(b, dsn)
+		replExec(b, dsn, "ALTER DATABASE "+dbName(b, dsn)+" SET synchronous_commit = on")
+		conn, err := pgx.Connect(pgtest.Ctx(b), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range txs {
+			if _, err := conn.Exec(pgtest.Ctx(b), "INSERT INTO items (id) VALUES ($1)", i+1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		conn.Close(context.Background())
+		_, store := relayStore(b, dsn)
+		src, err := cdc.NewSource(dsn, slot, "pub")
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := cdc.NewResumer(src, store, stream.WithBatch(1000, 0), cdc.WithTxBatches())
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, batches := 0, 0
+		start := time.Now()
+		err = r.RunBatch(pgtest.Ctx(b), postgres.TransactionalBatch(store, cdc.Extract, func(ctx context.Context, tx pgx.Tx, evs []cdc.Event) error {
+			rows := make([][]any, len(evs))
+			for i, ev := range evs {
+				v, _ := ev.New.Value(0)
+				rows[i] = []any{v}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"target"}, []string{"id"}, pgx.CopyFromRows(rows)); err != nil {
+				return err
+			}
+			n, batches = n+len(evs), batches+1
+			if n >= txs {
+				return stream.ErrStop
+			}
+			return nil
+		}))
+		if err != nil {
+			b.Fatalf("RunBatch() = %v", err)
+		}
+		rate += txs / time.Since(start).Seconds()
+		perBatch += float64(n) / float64(batches)
+		replExec(b, dsn, "DROP PUBLICATION pub", "DROP TABLE items, other", "TRUNCATE target", "DELETE FROM resumable_cursors")
+		awaitInactive(b, dsn, slot)
+		replExec(b, dsn, "SELECT pg_drop_replication_slot('"+slot+"')")
+	}
+	b.ReportMetric(rate/float64(b.N), "source_tx/s")
+	b.ReportMetric(perBatch/float64(b.N), "tx/batch")
+}
+
+// dbName returns the database dsn names.
+func dbName(b *testing.B, dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimPrefix(u.Path, "/")
 }
