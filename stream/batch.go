@@ -33,13 +33,15 @@ func WithBatch(max int, linger time.Duration) Option {
 	})
 }
 
-// WithBatchEnd makes [Resumer.RunBatch] hand a batch over after every event
-// for which end returns true (the last event of a source transaction), and
-// never wait past one for more: a batch is then one source transaction, or
-// a part of one larger than the batch's max. A connection's end or failure
-// drops the part of a transaction a batch holds (it is read again whole);
-// only [ErrEndOfStream] hands it over. Run and All refuse it. T must be the
-// Resumer's event type, or New fails. Nil means none.
+// WithBatchEnd makes [Resumer.RunBatch] end batches only after an event
+// for which end returns true (the last event of a source transaction): a
+// batch holds whole transactions — as many as were read already and fit in
+// its max — and never waits for more; a transaction larger than max is
+// split at max. A connection's end or failure drops the part of a
+// transaction a batch holds (it is read again whole); only
+// [ErrEndOfStream] hands it over. end may be called more than once for an
+// event (it looks ahead). Run and All refuse it. T must be the Resumer's
+// event type, or New fails. Nil means none.
 func WithBatchEnd[T any](end func(T) bool) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.batchEnd = typed{}
@@ -284,11 +286,29 @@ func (r *Resumer[T, C]) addRun(evs []T, b *batch[T, C]) (n int, ready bool, _ er
 			b.events = append(b.events, ev)
 		}
 		b.last, b.n, b.moves = c, b.n+1, b.moves || moves
-		if len(b.events) == cap(b.events) || (r.batchEnd != nil && kind == handled && r.batchEnd(ev)) {
+		if len(b.events) == cap(b.events) ||
+			(r.batchEnd != nil && kind == handled && r.batchEnd(ev) && !r.nextFits(evs[i+1:], cap(b.events)-len(b.events))) {
 			return i + 1, true, nil
 		}
 	}
 	return len(evs), false, nil
+}
+
+// nextFits reports whether the batch, at the end of a transaction (a
+// WithBatchEnd mark), takes the next one too: when that transaction was
+// read whole already (its end is among the events read, rest) and fits in
+// the room left. So a batch holds whole transactions up to max, and never
+// waits for more: what was not read yet goes in the next batch.
+func (r *Resumer[T, C]) nextFits(rest []T, room int) bool {
+	for j, ev := range rest {
+		if j >= room {
+			return false
+		}
+		if r.batchEnd(ev) {
+			return true
+		}
+	}
+	return false
 }
 
 // lastOr returns the cursor of the batch's last event, or c when the batch

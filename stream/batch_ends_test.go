@@ -218,3 +218,97 @@ func TestBatchLingerIdleIsAFailure(t *testing.T) {
 		}
 	})
 }
+
+// gatedConn delivers its events, then blocks until ctx ends, closing read
+// once Recv was called after the last event (all of them are read).
+type gatedConn struct {
+	events []ev
+	read   chan struct{}
+}
+
+func (c *gatedConn) Recv(ctx context.Context) (ev, error) {
+	if len(c.events) > 0 {
+		e := c.events[0]
+		c.events = c.events[1:]
+		return e, nil
+	}
+	if c.read != nil {
+		close(c.read)
+		c.read = nil
+	}
+	<-ctx.Done()
+	return ev{}, ctx.Err()
+}
+
+func (c *gatedConn) Close() error { return nil }
+
+// Under WithBatchEnd a batch holds as many whole transactions as were read
+// already and fit in its max (issue 42: one transaction per batch capped a
+// CDC relay at the target's commits per second), and never a part of one
+// that fits: transactions of 1, 2 and 3 events, max 6, all read before the
+// second batch is made.
+func TestBatchEndPacksWholeTransactions(t *testing.T) {
+	var events []ev
+	var seq int64
+	for i := range 24 {
+		size := i%3 + 1
+		for j := range size {
+			seq++
+			v := "change"
+			if j == size-1 {
+				v = "end"
+			}
+			events = append(events, ev{Seq: seq, Value: v})
+		}
+	}
+	read := make(chan struct{})
+	src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+		return &gatedConn{events: slices.Clone(events), read: read}, nil
+	})
+	r, err := stream.New(src, extract, cursor.NewMemory[int64](0), stream.WithBatch(6, time.Hour), stream.WithBatchEnd(txEnd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var batches [][]ev
+	var got int
+	err = r.RunBatch(ctx, func(_ context.Context, evs []ev) error {
+		if len(batches) == 0 {
+			<-read // every event is read before the next batch is made
+		}
+		batches = append(batches, slices.Clone(evs))
+		if got += len(evs); got == len(events) {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("RunBatch() = %v, want context.Canceled", err)
+	}
+	var all []ev
+	packed := 0
+	for i, b := range batches {
+		if len(b) > 6 || !txEnd(b[len(b)-1]) {
+			t.Errorf("batch %d = %v: over max or not ending a transaction", i, b)
+		}
+		ends := 0
+		for _, e := range b {
+			if txEnd(e) {
+				ends++
+			}
+		}
+		if ends > 1 {
+			packed++
+		}
+		all = append(all, b...)
+	}
+	if diff := cmp.Diff(events, all); diff != "" {
+		t.Errorf("events handed over (-want +got):\n%s", diff)
+	}
+	// After the first, every batch but the last is two or three whole
+	// transactions filling max (1+2+3 = 6).
+	if packed < len(batches)-2 || len(batches) > 10 {
+		t.Errorf("%d batches, %d with more than one transaction; want at most 10, all but the first and last packed", len(batches), packed)
+	}
+}
