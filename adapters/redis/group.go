@@ -71,6 +71,7 @@ type Group struct {
 	resynced  bool                // a resync completed since the last Open
 	lastClaim time.Time
 	size      int64 // how many entries the next read asks for
+	parking   bool  // an entry was handed back as poison: the commit that follows its park is acknowledged at once
 
 	tmu   sync.Mutex
 	tries map[string]int64 // handler calls made on an entry in this life, when one failed
@@ -152,6 +153,7 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 		limit := g.cfg.maxDeliveries
 		if n > limit {
 			g.forget(e.ID)
+			g.parked()
 			return errclass.Permanent(fmt.Errorf("redis: entry %s: %d handler calls recorded, the limit is %d: %w", e.ID, n-1, limit, ErrPoison))
 		}
 		if record {
@@ -174,6 +176,7 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 			return err
 		case n >= limit:
 			g.forget(e.ID)
+			g.parked()
 			return errclass.Permanent(fmt.Errorf("redis: entry %s failed in handler call %d, the limit: %w: %w", e.ID, n, ErrPoison, err))
 		}
 		g.failed(e.ID, n)
@@ -194,6 +197,15 @@ func (g *Group) attempt(e Entry) (n int64, record bool) {
 		return done + 1, true
 	}
 	return max(e.Deliveries, 1), g.again[e.ID]
+}
+
+// parked notes that an entry goes to the dead letter: the commit after
+// its park is acknowledged at once, not with the next read, so that a
+// death between the two does not park it again.
+func (g *Group) parked() {
+	g.mu.Lock()
+	g.parking = true
+	g.mu.Unlock()
 }
 
 // failed records that n calls on id were made.
@@ -589,7 +601,8 @@ func (g *Group) commit(ctx context.Context, id string) error {
 		g.toAck = append(g.toAck, g.unacked[:i+1]...)
 		g.unacked = g.unacked[:copy(g.unacked, g.unacked[i+1:])]
 	}
-	now := g.blocking || g.conn == nil || int64(len(g.toAck)) >= g.cfg.count
+	now := g.blocking || g.conn == nil || g.parking || int64(len(g.toAck)) >= g.cfg.count
+	g.parking = false
 	g.mu.Unlock()
 	if now {
 		return g.flush(ctx)
