@@ -136,6 +136,30 @@ func BenchmarkSource(b *testing.B) {
 			b.Fatal(err)
 		}
 	})
+	// The Source's connection alone, without a Resumer: what the adapter
+	// adds to the plain loop, apart from the stream's own work.
+	b.Run("conn", func(b *testing.B) {
+		key := newKey(b)
+		fill(b, rdb, key, b.N)
+		src, err := redis.NewSource(rdb, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		c, err := src.Open(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		defer reportCPU(b)()
+		for range b.N {
+			if _, err := c.Recv(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("go-redis-loop", func(b *testing.B) {
 		key := newKey(b)
 		fill(b, rdb, key, b.N)

@@ -593,15 +593,16 @@ func (g *Group) release(ids []string) {
 
 // commit marks the entries handed out up to the one with ID id as
 // committed, and acknowledges them at once when no read will carry them
-// soon: a blocking read is under way, the connection is closed, or a
-// batch of them waits.
+// soon: a blocking read is under way, the connection is closed, two
+// batches of them wait (one would make every batch of a busy stream pay a
+// round trip of its own), or the entry before was parked.
 func (g *Group) commit(ctx context.Context, id string) error {
 	g.mu.Lock()
 	if i := slices.Index(g.unacked, id); i >= 0 {
 		g.toAck = append(g.toAck, g.unacked[:i+1]...)
 		g.unacked = g.unacked[:copy(g.unacked, g.unacked[i+1:])]
 	}
-	now := g.blocking || g.conn == nil || g.parking || int64(len(g.toAck)) >= g.cfg.count
+	now := g.blocking || g.conn == nil || g.parking || int64(len(g.toAck)) >= 2*g.cfg.count
 	g.parking = false
 	g.mu.Unlock()
 	if now {
