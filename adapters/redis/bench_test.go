@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/resumable-go/resumable/adapters/redis"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/testkit/redistest"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -63,6 +64,7 @@ func BenchmarkGroup(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		defer reportCPU(b)()
 		n := 0
 		err = r.Run(context.Background(), g.Handler(func(context.Context, redis.Entry) error {
 			n++
@@ -84,6 +86,7 @@ func BenchmarkGroup(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		defer reportCPU(b)()
 		for n := 0; n < b.N; {
 			res, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{key, ">"}, Count: 100, Block: time.Second}).Result()
 			if err != nil {
@@ -96,6 +99,83 @@ func BenchmarkGroup(b *testing.B) {
 			}
 			if err := rdb.XAck(ctx, key, "g", ids...).Err(); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSource reads b.N entries with a Source (its cursor in memory)
+// and a handler that does nothing, beside the plain go-redis loop it
+// replaces (XREAD COUNT 100 from the last ID read), on the same server. Run
+// with -count the two alternate, so that they share the machine's load.
+func BenchmarkSource(b *testing.B) {
+	rdb := benchServer(b)
+	b.Run("resumable", func(b *testing.B) {
+		key := newKey(b)
+		fill(b, rdb, key, b.N)
+		src, err := redis.NewSource(rdb, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := redis.NewResumer(src, cursor.NewMemory(""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		defer reportCPU(b)()
+		n := 0
+		err = r.Run(context.Background(), func(context.Context, redis.Entry) error {
+			n++
+			if n == b.N {
+				return stream.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	// The Source's connection alone, without a Resumer: what the adapter
+	// adds to the plain loop, apart from the stream's own work.
+	b.Run("conn", func(b *testing.B) {
+		key := newKey(b)
+		fill(b, rdb, key, b.N)
+		src, err := redis.NewSource(rdb, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		c, err := src.Open(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		defer reportCPU(b)()
+		for range b.N {
+			if _, err := c.Recv(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("go-redis-loop", func(b *testing.B) {
+		key := newKey(b)
+		fill(b, rdb, key, b.N)
+		ctx := context.Background()
+		b.ReportAllocs()
+		b.ResetTimer()
+		defer reportCPU(b)()
+		last := "0-0"
+		for n := 0; n < b.N; {
+			res, err := rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, last}, Count: 100, Block: time.Second}).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range res[0].Messages {
+				last = m.ID
+				n++
 			}
 		}
 	})

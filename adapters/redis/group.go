@@ -70,7 +70,8 @@ type Group struct {
 	gapOK     string              // the position a resync accepted
 	resynced  bool                // a resync completed since the last Open
 	lastClaim time.Time
-	size      int64 // how many entries the next read asks for
+	size      int64           // how many entries the next read asks for
+	parking   map[string]bool // entries handed back as poison: the commit that covers one is acknowledged at once
 
 	tmu   sync.Mutex
 	tries map[string]int64 // handler calls made on an entry in this life, when one failed
@@ -152,6 +153,7 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 		limit := g.cfg.maxDeliveries
 		if n > limit {
 			g.forget(e.ID)
+			g.parked(e.ID)
 			return errclass.Permanent(fmt.Errorf("redis: entry %s: %d handler calls recorded, the limit is %d: %w", e.ID, n-1, limit, ErrPoison))
 		}
 		if record {
@@ -174,6 +176,7 @@ func (g *Group) Handler(h func(ctx context.Context, e Entry) error) func(context
 			return err
 		case n >= limit:
 			g.forget(e.ID)
+			g.parked(e.ID)
 			return errclass.Permanent(fmt.Errorf("redis: entry %s failed in handler call %d, the limit: %w: %w", e.ID, n, ErrPoison, err))
 		}
 		g.failed(e.ID, n)
@@ -194,6 +197,18 @@ func (g *Group) attempt(e Entry) (n int64, record bool) {
 		return done + 1, true
 	}
 	return max(e.Deliveries, 1), g.again[e.ID]
+}
+
+// parked notes that the entry id goes to the dead letter: the commit that
+// covers it, after its park, is acknowledged at once, not with the next
+// read, so that a death between the two does not park it again.
+func (g *Group) parked(id string) {
+	g.mu.Lock()
+	if g.parking == nil {
+		g.parking = make(map[string]bool)
+	}
+	g.parking[id] = true
+	g.mu.Unlock()
 }
 
 // failed records that n calls on id were made.
@@ -311,6 +326,7 @@ func (g *Group) open(ctx context.Context, block *blocker) (stream.Conn[Entry], e
 	}
 	g.opened = true
 	g.unacked = g.unacked[:0]
+	clear(g.parking) // of the last connection: its entries are no longer handed out
 	g.held = make(map[string]struct{})
 	c := &groupConn{g: g, buf: make([]Entry, 0, g.cfg.count), after: "0", block: block, rd: block.via(), stop: make(chan struct{})}
 	g.conn = c
@@ -581,15 +597,25 @@ func (g *Group) release(ids []string) {
 
 // commit marks the entries handed out up to the one with ID id as
 // committed, and acknowledges them at once when no read will carry them
-// soon: a blocking read is under way, the connection is closed, or a
-// batch of them waits.
+// soon: a blocking read is under way, the connection is closed, two
+// batches of them wait (one would make every batch of a busy stream pay a
+// round trip of its own), or they include an entry just parked.
 func (g *Group) commit(ctx context.Context, id string) error {
 	g.mu.Lock()
+	parked := false
 	if i := slices.Index(g.unacked, id); i >= 0 {
+		if len(g.parking) > 0 {
+			for _, x := range g.unacked[:i+1] {
+				if g.parking[x] {
+					parked = true
+					delete(g.parking, x)
+				}
+			}
+		}
 		g.toAck = append(g.toAck, g.unacked[:i+1]...)
 		g.unacked = g.unacked[:copy(g.unacked, g.unacked[i+1:])]
 	}
-	now := g.blocking || g.conn == nil || int64(len(g.toAck)) >= g.cfg.count
+	now := g.blocking || g.conn == nil || parked || int64(len(g.toAck)) >= 2*g.cfg.count
 	g.mu.Unlock()
 	if now {
 		return g.flush(ctx)

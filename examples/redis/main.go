@@ -16,6 +16,10 @@
 //
 //	parked ID
 //
+// An entry the file already holds (the process died after its record,
+// before its acknowledgement) is acknowledged without a second record,
+// and printed again.
+//
 // The group (and the stream) are created at the stream's start when they
 // do not exist, but only when the program starts: a stream or group that
 // disappears or is recreated while it runs (a Redis restart without
@@ -48,6 +52,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,9 +115,24 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	defer dl.Close()
+	// The entries the file holds already: a death between an entry's
+	// record and its acknowledgement hands it back to the next life,
+	// which acknowledges it without a second record.
+	parked := map[string]bool{}
+	for rec, err := range deadletter.Read[redis.Entry, string](*dlPath) {
+		if err == nil {
+			parked[rec.Cursor] = true
+		}
+	}
+	var pmu sync.Mutex
 	park := func(ctx context.Context, e redis.Entry, err error) error {
-		if err := dl.Park(ctx, e, err); err != nil {
-			return err
+		pmu.Lock()
+		defer pmu.Unlock()
+		if !parked[e.ID] {
+			if err := dl.Park(ctx, e, err); err != nil {
+				return err
+			}
+			parked[e.ID] = true
 		}
 		_, err = fmt.Fprintf(stdout, "parked %s\n", e.ID)
 		return err
