@@ -75,30 +75,26 @@ func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], conn
 }
 
 // recordRun records a run of commits (the pipeline's), under one lock when
-// no OnCommit hook needs to see each; it reports whether any moved the
-// stream.
-func (r *Resumer[T, C]) recordRun(recs []commitRec[C]) (moved bool) {
+// no OnCommit hook needs to see each.
+func (r *Resumer[T, C]) recordRun(recs []commitRec[C]) {
 	if len(recs) == 0 {
-		return false
+		return
 	}
 	if r.hooks.OnCommit != nil { // a hook sees Stats as of its own commit
 		for _, rec := range recs {
 			r.record(rec)
-			moved = moved || rec.moves
 		}
-		return moved
+		return
 	}
 	r.mu.Lock()
 	for _, rec := range recs {
 		if rec.moves {
 			r.st.unsaved++
-			moved = true
 		}
 		r.count(rec)
 	}
 	r.stats.Cursor = recs[len(recs)-1].c
 	r.mu.Unlock()
-	return moved
 }
 
 // record commits rec's cursor in memory: Stats, the cursor, OnCommit.
