@@ -23,7 +23,7 @@ import (
 // try fields, which belong to its handler goroutine.
 type pipeline[T, C any] struct {
 	n        int
-	work     chan int32    // ready slots to the handlers; holds n
+	wake     chan struct{} // wakes an idle handler; holds 1
 	kick     chan struct{} // wakes the committer; holds 1
 	quiet    *time.Timer   // wakes the committer for an interval save; the committer's
 	room     chan struct{} // wakes the reader waiting for a free slot; holds 1
@@ -49,7 +49,9 @@ type pipeline[T, C any] struct {
 	keys         keyTable[T] // nil: any events may overlap
 	head, tail   uint64
 	ready        []int32 // a min-heap, by seq, of the slots whose key is free
-	running      int     // sent on work, not finished
+	running      int     // taken by a handler, not finished
+	idle         int     // handlers waiting on wake
+	waking       bool    // a wake is on its way to an idle handler
 	stopAt       uint64  // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
 	err          error   // the failure that ends Run
 	panicked     bool
@@ -89,7 +91,7 @@ var errCommitterPanicked = errors.New("stream: the committer panicked")
 func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *pipeline[T, C] {
 	p := &pipeline[T, C]{
 		n:        r.handlers,
-		work:     make(chan int32, r.handlers),
+		wake:     make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 		room:     make(chan struct{}, 1),
 		settled:  make(chan struct{}, 1),
@@ -119,7 +121,7 @@ func (p *pipeline[T, C]) stop() {
 	p.halted.Store(true)
 	p.stopReading()
 	p.mu.Unlock()
-	close(p.work)
+	close(p.wake) // halted: no wake is sent any more
 	p.handlers.Wait()
 	p.handlersDone.Store(true)
 	wake(p.kick) // the committer commits what the handlers finished, then returns
@@ -232,11 +234,11 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	}
 	if p.keys == nil || p.keys.take(ev, i) {
 		p.push(i)
+		p.startReady()
 	}
 }
 
-// push makes slot i ready and starts what may start: the oldest ready
-// events first. p.mu is held.
+// push makes slot i ready; startReady starts it. p.mu is held.
 func (p *pipeline[T, C]) push(i int32) {
 	h := append(p.ready, i)
 	for j := len(h) - 1; j > 0; {
@@ -248,7 +250,6 @@ func (p *pipeline[T, C]) push(i int32) {
 		j = up
 	}
 	p.ready = h
-	p.startReady()
 }
 
 // pop removes the oldest ready slot. p.mu is held.
@@ -275,38 +276,62 @@ func (p *pipeline[T, C]) pop() int32 {
 	return top
 }
 
-// startReady sends ready slots to the handlers, oldest first, while fewer
-// than n run, unless a failure or a stop before them says no more may
-// start. p.mu is held; work has room for every slot not running.
+// startReady wakes an idle handler when a slot may start: one at a time,
+// and each woken handler wakes the next while more may start, so that
+// handlers that finish take the ready slots themselves when they keep up,
+// and no event waits for a wake then. p.mu is held.
 func (p *pipeline[T, C]) startReady() {
-	for len(p.ready) > 0 && p.running < p.n && !p.halted.Load() {
-		if p.stopAt != 0 && p.slots[p.ready[0]].seq >= p.stopAt {
-			return
-		}
-		i := p.pop()
-		p.slots[i].state = running
-		p.running++
-		p.work <- i
+	if p.idle > 0 && !p.waking && p.startable() {
+		p.waking = true
+		p.wake <- struct{}{}
 	}
 }
 
-// release frees slot i's key for the next event queued on it. p.mu is
+// startable reports whether the oldest ready slot may start: fewer than n
+// run, and no failure or stop before it says no more may start. p.mu is
 // held.
+func (p *pipeline[T, C]) startable() bool {
+	return len(p.ready) > 0 && p.running < p.n && !p.halted.Load() &&
+		(p.stopAt == 0 || p.slots[p.ready[0]].seq < p.stopAt)
+}
+
+// release frees slot i's key for the next event queued on it, which
+// becomes ready. p.mu is held.
 func (p *pipeline[T, C]) release(i int32) {
 	if p.keys != nil {
 		if next := p.keys.give(i); next >= 0 {
 			p.push(next)
-			return
 		}
 	}
-	p.startReady()
 }
 
-// handler is one handler goroutine: it runs a slot's tries, applies the
-// decision and wakes the committer.
+// handler is one handler goroutine: it takes the oldest ready slot, runs
+// its tries, applies the decision and wakes the committer, then takes the
+// next one under the same lock; it waits for a wake only when none may
+// start, and returns once the pipeline stopped.
 func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle handler[T]) {
 	defer p.handlers.Done()
-	for i := range p.work {
+	p.mu.Lock()
+	for {
+		if !p.startable() {
+			p.idle++
+			p.mu.Unlock()
+			_, ok := <-p.wake
+			p.mu.Lock()
+			p.idle--
+			p.waking = false
+			if !ok {
+				p.mu.Unlock()
+				return
+			}
+			continue
+		}
+		i := p.pop()
+		p.slots[i].state = running
+		p.running++
+		p.startReady() // the next idle handler, while more may start
+		p.mu.Unlock()
+
 		s := &p.slots[i]
 		a, err := p.tries(ctx, r, handle, s)
 		if s.started && !s.panicked {
@@ -314,9 +339,7 @@ func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle h
 		}
 		p.mu.Lock()
 		p.finish(i, a, err)
-		kick := p.mayAdvance(i)
-		p.mu.Unlock()
-		if kick {
+		if p.mayAdvance(i) {
 			wake(p.kick)
 		}
 	}
@@ -372,8 +395,7 @@ func (p *pipeline[T, C]) finish(i int32, a action, err error) {
 	}
 	switch a {
 	case park:
-		s.state = parking // the committer parks it once it heads the ring
-		p.startReady()    // its handler is free; its key is released once it is parked
+		s.state = parking // the committer parks it once it heads the ring; its key is released then
 		return
 	case fail:
 		s.state = queued
@@ -540,6 +562,7 @@ func (p *pipeline[T, C]) parkHead(ctx context.Context, r *Resumer[T, C], s *slot
 		p.replayParked++
 	}
 	p.release(p.index(p.head))
+	p.startReady()
 	return true
 }
 
