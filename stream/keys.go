@@ -10,47 +10,48 @@ type keyTable[T any] interface {
 	clear()
 }
 
-// keys is a keyTable: per key, the slot that holds it and the last queued;
-// per slot, its key and the slot queued after it.
+// keys is a keyTable: per key held, the slot that holds it (the head of
+// its queue); per slot, its key, the slot queued after it and, for a
+// head, the last slot queued on its key. A free key costs a lookup and an
+// insert to take, a delete to give; a queued one, a lookup and an update.
 type keys[T any, K comparable] struct {
 	key   func(T) K
-	held  map[K]keyQueue
+	held  map[K]int32
 	of    []K
 	after []int32
+	last  []int32
 }
-
-type keyQueue struct{ head, tail int32 }
 
 // newKeys returns a keyTable for a window of the given size.
 func newKeys[T any, K comparable](key func(T) K, window int) keyTable[T] {
-	return &keys[T, K]{key: key, held: make(map[K]keyQueue), of: make([]K, window), after: make([]int32, window)}
+	return &keys[T, K]{key: key, held: make(map[K]int32, window), of: make([]K, window),
+		after: make([]int32, window), last: make([]int32, window)}
 }
 
 func (k *keys[T, K]) take(ev T, i int32) bool {
 	id := k.key(ev)
 	k.of[i] = id
 	k.after[i] = -1
-	q, ok := k.held[id]
+	h, ok := k.held[id]
 	if !ok {
-		k.held[id] = keyQueue{head: i, tail: i}
+		k.held[id] = i
+		k.last[i] = i
 		return true
 	}
-	k.after[q.tail] = i
-	q.tail = i
-	k.held[id] = q
+	k.after[k.last[h]] = i
+	k.last[h] = i
 	return false
 }
 
 func (k *keys[T, K]) give(i int32) int32 {
-	id := k.of[i]
-	q := k.held[id]
-	if q.tail == i {
-		delete(k.held, id)
+	next := k.after[i]
+	if next < 0 {
+		delete(k.held, k.of[i])
 		return -1
 	}
-	q.head = k.after[i]
-	k.held[id] = q
-	return q.head
+	k.last[next] = k.last[i]
+	k.held[k.of[i]] = next
+	return next
 }
 
 func (k *keys[T, K]) clear() {

@@ -48,7 +48,10 @@ type pipeline[T, C any] struct {
 	slots        []slot[T, C]
 	keys         keyTable[T] // nil: any events may overlap
 	head, tail   uint64
-	ready        []int32 // a min-heap, by seq, of the slots whose key is free
+	fresh        []int32 // ready slots as read, oldest first: a ring of freshN from freshAt
+	freshAt      int
+	freshN       int
+	ready        []int32 // a min-heap, by seq, of the slots whose key was freed later
 	running      int     // taken by a handler, not finished
 	idle         int     // handlers waiting on wake
 	waking       bool    // a wake is on its way to an idle handler
@@ -98,6 +101,7 @@ func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *p
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
 		slots:    make([]slot[T, C], r.window),
+		fresh:    make([]int32, r.window),
 		ready:    make([]int32, 0, r.window),
 		recs:     make([]commitRec[C], 0, r.window),
 	}
@@ -233,12 +237,14 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 		return
 	}
 	if p.keys == nil || p.keys.take(ev, i) {
-		p.push(i)
+		p.fresh[(p.freshAt+p.freshN)%len(p.fresh)] = i // newer than every slot ready
+		p.freshN++
 		p.startReady()
 	}
 }
 
-// push makes slot i ready; startReady starts it. p.mu is held.
+// push makes slot i ready, when its key was freed after it was read;
+// startReady starts it. p.mu is held.
 func (p *pipeline[T, C]) push(i int32) {
 	h := append(p.ready, i)
 	for j := len(h) - 1; j > 0; {
@@ -252,8 +258,29 @@ func (p *pipeline[T, C]) push(i int32) {
 	p.ready = h
 }
 
-// pop removes the oldest ready slot. p.mu is held.
+// oldest returns the oldest ready slot, or -1. p.mu is held.
+func (p *pipeline[T, C]) oldest() int32 {
+	switch {
+	case p.freshN == 0 && len(p.ready) == 0:
+		return -1
+	case p.freshN == 0:
+		return p.ready[0]
+	}
+	f := p.fresh[p.freshAt]
+	if len(p.ready) > 0 && p.slots[p.ready[0]].seq < p.slots[f].seq {
+		return p.ready[0]
+	}
+	return f
+}
+
+// pop removes the oldest ready slot, and returns it. p.mu is held.
 func (p *pipeline[T, C]) pop() int32 {
+	if p.freshN > 0 && (len(p.ready) == 0 || p.slots[p.fresh[p.freshAt]].seq < p.slots[p.ready[0]].seq) {
+		i := p.fresh[p.freshAt]
+		p.freshAt = (p.freshAt + 1) % len(p.fresh)
+		p.freshN--
+		return i
+	}
 	h := p.ready
 	top, last := h[0], len(h)-1
 	h[0] = h[last]
@@ -291,8 +318,9 @@ func (p *pipeline[T, C]) startReady() {
 // run, and no failure or stop before it says no more may start. p.mu is
 // held.
 func (p *pipeline[T, C]) startable() bool {
-	return len(p.ready) > 0 && p.running < p.n && !p.halted.Load() &&
-		(p.stopAt == 0 || p.slots[p.ready[0]].seq < p.stopAt)
+	i := p.oldest()
+	return i >= 0 && p.running < p.n && !p.halted.Load() &&
+		(p.stopAt == 0 || p.slots[i].seq < p.stopAt)
 }
 
 // release frees slot i's key for the next event queued on it, which
