@@ -63,7 +63,7 @@ func WithBatchEnd[T any](end func(T) bool) Option {
 // in batches too. RunBatch returns an error matching [ErrInvalidOption]
 // with [WithConcurrency] (n > 1) or [WithDeadLetter] (a batch is not an
 // event to park), and otherwise what Run returns.
-func (r *Resumer[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
+func (r *supervisor[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
 	switch {
 	case handle == nil:
 		return fmt.Errorf("%w: RunBatch: nil handler", ErrInvalidOption)
@@ -77,7 +77,7 @@ func (r *Resumer[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Co
 }
 
 // batchMax is a batch's largest size.
-func (r *Resumer[T, C]) batchMax() int {
+func (r *supervisor[T, C]) batchMax() int {
 	if r.batch > 0 {
 		return r.batch
 	}
@@ -117,7 +117,7 @@ func (b *batch[T, C]) reset() {
 // flush runs the step for the batch and commits its last cursor. It
 // returns the action that ended the step (finished, stop or fail) and its
 // error: the handler's, or a failed save's (as saveFailed).
-func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKind) (action, error) {
+func (r *supervisor[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKind) (action, error) {
 	if b.n == 0 {
 		return finished, nil
 	}
@@ -153,7 +153,7 @@ func (r *Resumer[T, C]) flush(ctx context.Context, b *batch[T, C], kind eventKin
 // WithBatchEnd say. Under WithBatchEnd a connection's end drops the part of
 // a transaction the batch holds: it is read again after the committed
 // cursor, never handed over split.
-func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
+func (r *supervisor[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T, C]) outcome {
 	o := outcome{opened: true}
 	// Room to read on while a batch is handled (and while the loop wakes);
 	// the reader records what it reads as activity, as the loop may sleep
@@ -208,7 +208,7 @@ func (r *Resumer[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch[T,
 // 0 and no end markers — at the first moment nothing more was read. It
 // returns the error that ended the connection, if it came, or an error
 // that ends Run (ctx's end, an extractor's failure).
-func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], linger *time.Timer) (end, stop error) {
+func (r *supervisor[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], linger *time.Timer) (end, stop error) {
 	var lingered <-chan time.Time
 	defer func() {
 		if lingered != nil && !linger.Stop() {
@@ -269,7 +269,7 @@ func (r *Resumer[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C], l
 // at an end marker), and returns how many it took. It is RunBatch's
 // per-event path: take and add, their common case spelled out (generic
 // methods do not inline).
-func (r *Resumer[T, C]) addRun(evs []T, b *batch[T, C]) (n int, ready bool, _ error) {
+func (r *supervisor[T, C]) addRun(evs []T, b *batch[T, C]) (n int, ready bool, _ error) {
 	for i, ev := range evs {
 		c, err := r.extract(ev)
 		kind, moves := handled, true
@@ -299,7 +299,7 @@ func (r *Resumer[T, C]) addRun(evs []T, b *batch[T, C]) (n int, ready bool, _ er
 // read whole already (its end is among the events read, rest) and fits in
 // the room left. So a batch holds whole transactions up to max, and never
 // waits for more: what was not read yet goes in the next batch.
-func (r *Resumer[T, C]) nextFits(rest []T, room int) bool {
+func (r *supervisor[T, C]) nextFits(rest []T, room int) bool {
 	for j, ev := range rest {
 		if j >= room {
 			return false

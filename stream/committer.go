@@ -32,7 +32,7 @@ import (
 // commit records c as the committed cursor and saves the Store when the
 // cadence says so; it returns the Store's error, or ctx's when ctx ended
 // during the save.
-func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
+func (r *supervisor[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
 	rec := commitRec[C]{c: c, kind: kind, moves: moved}
 	if !moved || !r.dueAt(r.st.unsaved+1) {
 		r.record(rec)
@@ -63,7 +63,7 @@ func (r *Resumer[T, C]) commit(ctx context.Context, c C, kind eventKind, moved b
 // read before a connection's end are all committed) finds the Store
 // behind. A save cut short by ctx's end returns nil: the final save
 // follows.
-func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
+func (r *supervisor[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
 	r.recordRun(recs)
 	if !r.due() && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
 		return nil
@@ -76,7 +76,7 @@ func (r *Resumer[T, C]) commitRun(ctx context.Context, recs []commitRec[C], conn
 
 // recordRun records a run of commits (the pipeline's), under one lock when
 // no OnCommit hook needs to see each.
-func (r *Resumer[T, C]) recordRun(recs []commitRec[C]) {
+func (r *supervisor[T, C]) recordRun(recs []commitRec[C]) {
 	if len(recs) == 0 {
 		return
 	}
@@ -98,7 +98,7 @@ func (r *Resumer[T, C]) recordRun(recs []commitRec[C]) {
 }
 
 // record commits rec's cursor in memory: Stats, the cursor, OnCommit.
-func (r *Resumer[T, C]) record(rec commitRec[C]) {
+func (r *supervisor[T, C]) record(rec commitRec[C]) {
 	if rec.moves {
 		r.st.unsaved++
 	}
@@ -112,7 +112,7 @@ func (r *Resumer[T, C]) record(rec commitRec[C]) {
 }
 
 // count counts a commit in Stats; r.mu is held.
-func (r *Resumer[T, C]) count(rec commitRec[C]) {
+func (r *supervisor[T, C]) count(rec commitRec[C]) {
 	switch {
 	case rec.handled+rec.folded > 0: // a batch: each of its events counts
 		r.stats.Events += uint64(rec.handled)
@@ -130,7 +130,7 @@ func (r *Resumer[T, C]) count(rec commitRec[C]) {
 }
 
 // onCommit calls OnCommit for rec.
-func (r *Resumer[T, C]) onCommit(rec commitRec[C]) {
+func (r *supervisor[T, C]) onCommit(rec commitRec[C]) {
 	r.callHook(func() {
 		r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked,
 			InFlight: rec.inFlight, Handled: rec.handled, Folded: rec.folded})
@@ -138,17 +138,17 @@ func (r *Resumer[T, C]) onCommit(rec commitRec[C]) {
 }
 
 // due reports whether the cadence asks for a save now.
-func (r *Resumer[T, C]) due() bool { return r.dueAt(r.st.unsaved) }
+func (r *supervisor[T, C]) due() bool { return r.dueAt(r.st.unsaved) }
 
 // dueAt reports whether the cadence asks for a save with unsaved commits
 // since the last save.
-func (r *Resumer[T, C]) dueAt(unsaved int) bool {
+func (r *supervisor[T, C]) dueAt(unsaved int) bool {
 	return unsaved > 0 && !r.st.saveFailed &&
 		((r.everyN > 0 && unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
 }
 
 // checkpoint saves the committed cursor if the Store lags behind it.
-func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
+func (r *supervisor[T, C]) checkpoint(ctx context.Context, final bool) error {
 	if r.st.unsaved == 0 {
 		return nil
 	}
@@ -158,7 +158,7 @@ func (r *Resumer[T, C]) checkpoint(ctx context.Context, final bool) error {
 // save saves the committed cursor, counts the save and calls OnSave. A
 // save that is not the final one and failed because ctx ended returns
 // ctx's error, uncounted and unhooked.
-func (r *Resumer[T, C]) save(ctx context.Context, final bool) error {
+func (r *supervisor[T, C]) save(ctx context.Context, final bool) error {
 	c := r.cur()
 	err := r.store.Save(ctx, c)
 	if err != nil && !final && ctx.Err() != nil {
@@ -171,7 +171,7 @@ func (r *Resumer[T, C]) save(ctx context.Context, final bool) error {
 }
 
 // countSave counts a Store.Save; r.mu is held.
-func (r *Resumer[T, C]) countSave(err error) {
+func (r *supervisor[T, C]) countSave(err error) {
 	if err != nil {
 		r.stats.SaveErrors++
 	} else {
@@ -181,7 +181,7 @@ func (r *Resumer[T, C]) countSave(err error) {
 
 // saved finishes a counted Store.Save of c that returned err: OnSave, and
 // the committer's state.
-func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
+func (r *supervisor[T, C]) saved(c C, err error, final bool) error {
 	if failing := err != nil; r.saveFailing.Load() != failing {
 		r.saveFailing.Store(failing)
 	}
@@ -202,7 +202,7 @@ func (r *Resumer[T, C]) saved(c C, err error, final bool) error {
 // finalSave saves a lagging Store when the loop ends, on a context that
 // outlives ctx's cancellation but not the final-save timeout. A loop that
 // ended because saving failed is not saved again: its error already says so.
-func (r *Resumer[T, C]) finalSave(ctx context.Context, o outcome) error {
+func (r *supervisor[T, C]) finalSave(ctx context.Context, o outcome) error {
 	if r.st.unsaved == 0 || o.end == saveFailed {
 		return o.err
 	}
@@ -221,7 +221,7 @@ func (r *Resumer[T, C]) finalSave(ctx context.Context, o outcome) error {
 
 // commitVia runs the committer's commit of c (a resync's cursor) on the
 // goroutine that owns the committer.
-func (r *Resumer[T, C]) commitVia(ctx context.Context, c C, kind eventKind) error {
+func (r *supervisor[T, C]) commitVia(ctx context.Context, c C, kind eventKind) error {
 	if p := r.pipe.Load(); p != nil {
 		return p.call(func() error { return r.commit(ctx, c, kind, true) })
 	}
@@ -230,7 +230,7 @@ func (r *Resumer[T, C]) commitVia(ctx context.Context, c C, kind eventKind) erro
 
 // saveNow saves the Store if it lags (a try's end), on the goroutine that
 // owns the committer.
-func (r *Resumer[T, C]) saveNow(ctx context.Context) error {
+func (r *supervisor[T, C]) saveNow(ctx context.Context) error {
 	if p := r.pipe.Load(); p != nil {
 		return p.call(func() error { return r.checkpoint(ctx, false) })
 	}
@@ -239,7 +239,7 @@ func (r *Resumer[T, C]) saveNow(ctx context.Context) error {
 
 // newConnection lets the committer save again on a new connection, after
 // a failed save ended the last one.
-func (r *Resumer[T, C]) newConnection() {
+func (r *supervisor[T, C]) newConnection() {
 	if p := r.pipe.Load(); p != nil {
 		_ = p.call(func() error { r.st.saveFailed = false; return nil })
 		return
@@ -266,7 +266,7 @@ type quietSave[T, C any] struct {
 // leave hands the committer to the interval timer while Run's goroutine
 // waits in Recv, setting the timer for when the interval will have passed
 // since the last save. The caller checked r.interval > 0 and unsaved > 0.
-func (r *Resumer[T, C]) leave(ctx context.Context) bool {
+func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 	q := &r.quiet
 	q.mu.Lock()
 	q.away = true
@@ -285,7 +285,7 @@ func (r *Resumer[T, C]) leave(ctx context.Context) bool {
 
 // back takes the committer back when Recv returned: it waits for a save the
 // timer is making, and returns that save's error, or raises its panic.
-func (r *Resumer[T, C]) back() error {
+func (r *supervisor[T, C]) back() error {
 	q := &r.quiet
 	q.mu.Lock()
 	q.away = false
@@ -301,7 +301,7 @@ func (r *Resumer[T, C]) back() error {
 // saveQuiet is the timer: while Run's goroutine is away, it saves the
 // commits the Store lags behind once the interval has passed since the
 // last save (a save Run's goroutine made meanwhile sets it again).
-func (r *Resumer[T, C]) saveQuiet(ctx context.Context) {
+func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 	q := &r.quiet
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -328,7 +328,7 @@ func (r *Resumer[T, C]) saveQuiet(ctx context.Context) {
 
 // stopQuiet stops the interval timer when a Run ends; a save it is making
 // finishes first.
-func (r *Resumer[T, C]) stopQuiet() {
+func (r *supervisor[T, C]) stopQuiet() {
 	q := &r.quiet
 	q.mu.Lock()
 	if q.timer != nil {

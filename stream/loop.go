@@ -74,7 +74,7 @@ const (
 type handler[T any] func(ctx context.Context, event T) error
 
 // begin resets what a run does not inherit from the previous one.
-func (r *Resumer[T, C]) begin() {
+func (r *supervisor[T, C]) begin() {
 	r.st.attempt, r.st.lastTry, r.st.largest = 0, time.Time{}, 0
 	r.st.resetSteps()
 	r.guard.reset()
@@ -86,7 +86,7 @@ func (r *Resumer[T, C]) begin() {
 // cur returns the committed cursor. With one handler only the loop's
 // goroutine writes it (under r.mu, for Stats), so the loop reads it
 // without the lock; under WithConcurrency the committer writes it.
-func (r *Resumer[T, C]) cur() C {
+func (r *supervisor[T, C]) cur() C {
 	if r.pipe.Load() == nil {
 		return r.stats.Cursor
 	}
@@ -98,7 +98,7 @@ func (r *Resumer[T, C]) cur() C {
 // guarded runs the loop with its helpers: the context watcher, the idle
 // watchdog and, under WithConcurrency, the pipeline; each has ended when
 // it returns.
-func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome {
+func (r *supervisor[T, C]) guarded(ctx context.Context, handle handler[T]) outcome {
 	defer r.guard.rethrow() // a Close that panicked on the watcher's or watchdog's goroutine
 	defer r.guard.wait()
 	if r.handlers > 1 {
@@ -115,7 +115,7 @@ func (r *Resumer[T, C]) guarded(ctx context.Context, handle handler[T]) outcome 
 // every idle stream.
 //
 //go:noinline
-func (r *Resumer[T, C]) piped(ctx context.Context, handle handler[T]) outcome {
+func (r *supervisor[T, C]) piped(ctx context.Context, handle handler[T]) outcome {
 	p := r.startPipeline(ctx, handle)
 	r.pipe.Store(p)
 	defer r.pipe.Store(nil)
@@ -126,7 +126,7 @@ func (r *Resumer[T, C]) piped(ctx context.Context, handle handler[T]) outcome {
 
 // blocking is the context of the supervisor's blocking calls: ctx, or
 // under WithConcurrency ctx also cancelled once the pipeline stops.
-func (r *Resumer[T, C]) blocking(ctx context.Context) context.Context {
+func (r *supervisor[T, C]) blocking(ctx context.Context) context.Context {
 	if p := r.pipe.Load(); p != nil {
 		return p.opens
 	}
@@ -135,21 +135,21 @@ func (r *Resumer[T, C]) blocking(ctx context.Context) context.Context {
 
 // saveFailedBehind reports whether the pipeline's committer failed to
 // save: the connection it ended is a save failure, decided once settled.
-func (r *Resumer[T, C]) saveFailedBehind() bool {
+func (r *supervisor[T, C]) saveFailedBehind() bool {
 	p := r.pipe.Load()
 	return p != nil && p.ending().saveErr != nil
 }
 
 // pipeStopped reports whether the pipeline stopped reading (a handler's
 // failure, panic or stop): the try ends, and settle says how.
-func (r *Resumer[T, C]) pipeStopped() bool {
+func (r *supervisor[T, C]) pipeStopped() bool {
 	p := r.pipe.Load()
 	return p != nil && p.stopped()
 }
 
 // loop is the one loop: load, open and drain a connection (connect); then
 // decide what its end means (between) — return, or open again.
-func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
+func (r *supervisor[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 	for {
 		if o, done := r.between(ctx, handle, r.connect(ctx, handle)); done {
 			return o
@@ -162,7 +162,7 @@ func (r *Resumer[T, C]) loop(ctx context.Context, handle handler[T]) outcome {
 // that loop's, on the stack of every idle stream, stays small.
 //
 //go:noinline
-func (r *Resumer[T, C]) between(ctx context.Context, handle handler[T], o outcome) (_ outcome, done bool) {
+func (r *supervisor[T, C]) between(ctx context.Context, handle handler[T], o outcome) (_ outcome, done bool) {
 	if o.end != cleanEnd || ctx.Err() != nil || r.saveFailing.Load() || r.saveFailedBehind() {
 		o = r.settle(ctx, o) // a clean end alone leaves events in flight, to open on meanwhile
 	}
@@ -201,7 +201,7 @@ func (r *Resumer[T, C]) between(ctx context.Context, handle handler[T], o outcom
 // ErrStop end Run cleanly, ctx's end ends it with ctx's error, a stopped
 // pipeline ends it as the pipeline says (settle); anything else is a
 // failure.
-func (r *Resumer[T, C]) endOf(ctx context.Context, o outcome, err error) outcome {
+func (r *supervisor[T, C]) endOf(ctx context.Context, o outcome, err error) outcome {
 	switch {
 	case ctx.Err() != nil:
 		return o.final(ctx.Err())
@@ -218,7 +218,7 @@ func (r *Resumer[T, C]) endOf(ctx context.Context, o outcome, err error) outcome
 
 // connect loads the Store if needed, waits on the open limiter, opens a
 // connection after the committed cursor and drains it.
-func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome {
+func (r *supervisor[T, C]) connect(ctx context.Context, handle handler[T]) outcome {
 	conn, after, o := r.open(ctx)
 	if conn == nil {
 		return o
@@ -233,7 +233,7 @@ func (r *Resumer[T, C]) connect(ctx context.Context, handle handler[T]) outcome 
 // that connect's, on the stack of every idle stream, stays small.
 //
 //go:noinline
-func (r *Resumer[T, C]) open(ctx context.Context) (_ Conn[T], after C, _ outcome) {
+func (r *supervisor[T, C]) open(ctx context.Context) (_ Conn[T], after C, _ outcome) {
 	if !r.st.loaded {
 		if o := r.load(ctx); o.end != cleanEnd {
 			return nil, after, o
@@ -273,7 +273,7 @@ func (r *Resumer[T, C]) open(ctx context.Context) (_ Conn[T], after C, _ outcome
 // asks for differs, compared once per connection by the cursor order or by
 // == when C has one; a connection that committed or read anything counts
 // as moved when cursors cannot be compared.
-func (r *Resumer[T, C]) movedFrom(before C, n int) bool {
+func (r *supervisor[T, C]) movedFrom(before C, n int) bool {
 	switch {
 	case n == 0:
 		return false
@@ -287,7 +287,7 @@ func (r *Resumer[T, C]) movedFrom(before C, n int) bool {
 
 // load reads the cursor to start after from the Store. Its outcome is a
 // cleanEnd when the loop may go on.
-func (r *Resumer[T, C]) load(ctx context.Context) outcome {
+func (r *supervisor[T, C]) load(ctx context.Context) outcome {
 	c, err := r.store.Load(ctx)
 	if err != nil {
 		// No cursor to resync from: the Store itself is the problem.
@@ -308,7 +308,7 @@ func (r *Resumer[T, C]) load(ctx context.Context) outcome {
 // end into a failure. Final outcomes are left to the final save. Under
 // WithConcurrency, while events read before a clean end still run, the
 // committer saves once they are committed.
-func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
+func (r *supervisor[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
 	if o.end == finalEnd || o.end == saveFailed {
 		return o
 	}
@@ -331,7 +331,7 @@ func (r *Resumer[T, C]) saveBehind(ctx context.Context, o outcome) outcome {
 
 // drain reads one connection until it ends, and closes the Conn, even when
 // a panic ends it.
-func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[T]) (o outcome) {
+func (r *supervisor[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[T]) (o outcome) {
 	if !r.guard.set(conn) {
 		_ = conn.Close()
 		return outcome{end: finalEnd, err: ctx.Err()}
@@ -355,7 +355,7 @@ func (r *Resumer[T, C]) drain(ctx context.Context, conn Conn[T], handle handler[
 
 // read is drain's loop with one handler: each event's step runs inline.
 // It is the per-event path.
-func (r *Resumer[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T]) outcome {
+func (r *supervisor[T, C]) read(ctx context.Context, conn Conn[T], handle handler[T]) outcome {
 	o := outcome{opened: true}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -416,7 +416,7 @@ func failedFirst[T, C any](ev T, c C, err error) *slot[T, C] {
 
 // saveEnded is the outcome of a connection whose commit failed to save
 // with err: a failure to classify, or, when ctx ended, the end of Run.
-func (r *Resumer[T, C]) saveEnded(ctx context.Context, o outcome, err error) outcome {
+func (r *supervisor[T, C]) saveEnded(ctx context.Context, o outcome, err error) outcome {
 	if ctx.Err() != nil {
 		return o.final(ctx.Err())
 	}
@@ -426,7 +426,7 @@ func (r *Resumer[T, C]) saveEnded(ctx context.Context, o outcome, err error) out
 
 // connEnded is the outcome of a connection whose Recv returned err: only
 // io.EOF from Recv is a clean end.
-func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) outcome {
+func (r *supervisor[T, C]) connEnded(ctx context.Context, o outcome, err error) outcome {
 	if errwalk.Is(err, io.EOF) && ctx.Err() == nil && !errwalk.Is(err, ErrEndOfStream) {
 		o.end, o.err = cleanEnd, err
 		return o
@@ -440,7 +440,7 @@ func (r *Resumer[T, C]) connEnded(ctx context.Context, o outcome, err error) out
 // repeats the one before; a progress-only event does unless its cursor is
 // known to repeat it (by the order, or by == when C has one). An extractor
 // failure or a cursor that goes back ends Run.
-func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves bool, _ error) {
+func (r *supervisor[T, C]) judge(c C, err error, before C) (kind eventKind, moves bool, _ error) {
 	kind, moves = handled, true
 	if err != nil {
 		if !errwalk.Is(err, cursor.ProgressOnly) {
@@ -465,7 +465,7 @@ func (r *Resumer[T, C]) judge(c C, err error, before C) (kind eventKind, moves b
 }
 
 // skip counts an event skipped as a repeat.
-func (r *Resumer[T, C]) skip() {
+func (r *supervisor[T, C]) skip() {
 	r.mu.Lock()
 	r.stats.Skipped++
 	r.mu.Unlock()
@@ -476,7 +476,7 @@ func (r *Resumer[T, C]) skip() {
 // own error (whose marks, a server's delay among them, survive). The end is
 // clean when there was activity after the watchdog's last look (the handler
 // held an event all along), a failure otherwise.
-func (r *Resumer[T, C]) idleEnd(o outcome, seen uint64) outcome {
+func (r *supervisor[T, C]) idleEnd(o outcome, seen uint64) outcome {
 	o.err = &idleError{idle: r.guard.wd.idle, err: o.err}
 	o.end = failed
 	if r.guard.activeSince(seen, r.pipe.Load() == nil) {
@@ -507,7 +507,7 @@ func (e *idleError) Unwrap() []error { return []error{ErrIdleTimeout, e.err} }
 // that moved nothing take its steps; a connection that moved the stream,
 // and the first failure of a streak, start it over (so clean ends never
 // spend the failure budget).
-func (r *Resumer[T, C]) decide(o outcome) verdict {
+func (r *supervisor[T, C]) decide(o outcome) verdict {
 	// Progress the Store does not hold is none: while saves fail, the
 	// budget runs on.
 	healthy := !r.saveFailing.Load()
@@ -556,7 +556,7 @@ func (r *Resumer[T, C]) decide(o outcome) verdict {
 }
 
 // report counts the end of a try by its decision d and calls OnDisconnect.
-func (r *Resumer[T, C]) report(o outcome, d errclass.Decision) {
+func (r *supervisor[T, C]) report(o outcome, d errclass.Decision) {
 	clean := o.end == cleanEnd
 	r.mu.Lock()
 	switch {
@@ -585,7 +585,7 @@ func (r *Resumer[T, C]) report(o outcome, d errclass.Decision) {
 // ended on schedule) waits nothing and starts the sequence over. Once the
 // policy has given up, its largest step (or emptyEndFallback) is used: a
 // clean end never ends the stream, and never spins.
-func (r *Resumer[T, C]) guardStep() time.Duration {
+func (r *supervisor[T, C]) guardStep() time.Duration {
 	step, ok := r.st.next(r.policy)
 	switch {
 	case ok: // a zero step (backoff.Constant(0)) is the policy's choice: no wait
@@ -604,7 +604,7 @@ func (r *Resumer[T, C]) guardStep() time.Duration {
 
 // expired decides after a failure classified Expired: resync, or return the
 // failure marked expired.
-func (r *Resumer[T, C]) expired(o outcome) verdict {
+func (r *supervisor[T, C]) expired(o outcome) verdict {
 	err := o.err
 	if !errwalk.Is(err, errclass.ErrExpired) {
 		err = errclass.CursorExpired(err)
@@ -624,7 +624,7 @@ func (r *Resumer[T, C]) expired(o outcome) verdict {
 // schedule returns the verdict to reopen after the delay rule:
 // max(step, the server's After (capped), the minimum restart delay less the
 // time since the last try started).
-func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Duration, reason string) verdict {
+func (r *supervisor[T, C]) schedule(err error, d errclass.Decision, step time.Duration, reason string) verdict {
 	delay := step
 	if step <= 0 {
 		delay, reason = 0, delayNone
@@ -653,7 +653,7 @@ func (r *Resumer[T, C]) schedule(err error, d errclass.Decision, step time.Durat
 }
 
 // capServer caps a server's requested delay (WithMaxServerDelay).
-func (r *Resumer[T, C]) capServer(after time.Duration) time.Duration {
+func (r *supervisor[T, C]) capServer(after time.Duration) time.Duration {
 	if r.maxServer > 0 && after > r.maxServer {
 		return r.maxServer
 	}
@@ -663,7 +663,7 @@ func (r *Resumer[T, C]) capServer(after time.Duration) time.Duration {
 // resyncAfter calls the resync hook after cause showed the cursor cannot be
 // resumed, streams its replay through the step, and commits the cursor it
 // returns. emit refuses once the hook returned.
-func (r *Resumer[T, C]) resyncAfter(ctx context.Context, handle handler[T], cause error) outcome {
+func (r *supervisor[T, C]) resyncAfter(ctx context.Context, handle handler[T], cause error) outcome {
 	from := r.cur()
 	rp := &replay[T, C]{r: r, ctx: ctx, handle: handle, p: r.pipe.Load()}
 	after, err := r.resync(r.blocking(ctx), cause, rp.emit)
@@ -710,7 +710,7 @@ var errEmitAfterResync = errors.New("stream: emit called after its ResyncFunc re
 // through the pipeline under WithConcurrency) and remembers the first
 // handler error, which ends Run.
 type replay[T, C any] struct {
-	r      *Resumer[T, C]
+	r      *supervisor[T, C]
 	ctx    context.Context // the resync's; a replay lives only as long as the call
 	handle handler[T]
 	p      *pipeline[T, C] // nil: one handler
@@ -793,7 +793,7 @@ func (p *replay[T, C]) finish(ok bool) error {
 }
 
 // classify asks the user's classifier, falling back to the default.
-func (r *Resumer[T, C]) classify(err error) errclass.Decision {
+func (r *supervisor[T, C]) classify(err error) errclass.Decision {
 	var d errclass.Decision
 	if r.classifier != nil {
 		d = r.classifier.Classify(err)
@@ -816,7 +816,7 @@ func text(c any) string {
 	return fmt.Sprint(c)
 }
 
-func (r *Resumer[T, C]) debug(msg string, err error) {
+func (r *supervisor[T, C]) debug(msg string, err error) {
 	if r.log.Core().Enabled(zapcore.DebugLevel) {
 		r.debugWrite(msg, err)
 	}
@@ -827,13 +827,13 @@ func (r *Resumer[T, C]) debug(msg string, err error) {
 // idle stream should keep.
 //
 //go:noinline
-func (r *Resumer[T, C]) debugWrite(msg string, err error) {
+func (r *supervisor[T, C]) debugWrite(msg string, err error) {
 	if ce := r.log.Check(zapcore.DebugLevel, msg); ce != nil {
 		ce.Write(zap.Int("attempt", r.st.attempt), zap.Any("cursor", r.cur()), zap.Error(err))
 	}
 }
 
-func (r *Resumer[T, C]) warn(msg string, err error) {
+func (r *supervisor[T, C]) warn(msg string, err error) {
 	if ce := r.log.Check(zapcore.WarnLevel, msg); ce != nil {
 		ce.Write(zap.Any("cursor", r.cur()), zap.Error(err))
 	}

@@ -91,7 +91,7 @@ var errCommitterPanicked = errors.New("stream: the committer panicked")
 
 // startPipeline starts the handler goroutines and the committer; stop ends
 // them.
-func (r *Resumer[T, C]) startPipeline(ctx context.Context, handle handler[T]) *pipeline[T, C] {
+func (r *supervisor[T, C]) startPipeline(ctx context.Context, handle handler[T]) *pipeline[T, C] {
 	p := &pipeline[T, C]{
 		n:        r.handlers,
 		wake:     make(chan struct{}, 1),
@@ -337,7 +337,7 @@ func (p *pipeline[T, C]) release(i int32) {
 // its tries, applies the decision and wakes the committer, then takes the
 // next one under the same lock; it waits for a wake only when none may
 // start, and returns once the pipeline stopped.
-func (p *pipeline[T, C]) handler(ctx context.Context, r *Resumer[T, C], handle handler[T]) {
+func (p *pipeline[T, C]) handler(ctx context.Context, r *supervisor[T, C], handle handler[T]) {
 	defer p.handlers.Done()
 	p.mu.Lock()
 	for {
@@ -390,7 +390,7 @@ func (p *pipeline[T, C]) mayAdvance(i int32) bool {
 // event is finished and committed), but no try starts once ctx ended or the
 // pipeline stopped, and no retry once it halted (s.started false). A panic
 // is kept in the slot.
-func (p *pipeline[T, C]) tries(ctx context.Context, r *Resumer[T, C], handle handler[T], s *slot[T, C]) (a action, err error) {
+func (p *pipeline[T, C]) tries(ctx context.Context, r *supervisor[T, C], handle handler[T], s *slot[T, C]) (a action, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.panicked, s.panicVal = true, v
@@ -441,7 +441,7 @@ func (p *pipeline[T, C]) finish(i int32, a action, err error) {
 
 // committer is the committer's goroutine: it commits what finished each
 // time a handler or the reader wakes it, and runs the supervisor's calls.
-func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
+func (p *pipeline[T, C]) committer(ctx context.Context, r *supervisor[T, C]) {
 	defer close(p.done)
 	defer func() {
 		if p.quiet != nil {
@@ -455,7 +455,7 @@ func (p *pipeline[T, C]) committer(ctx context.Context, r *Resumer[T, C]) {
 // commitOnce waits for a wake or a call, then commits; it reports false
 // once the pipeline stopped. A panic (a Store's, a hook's, a dead
 // letter's) halts the pipeline and reaches Run's caller.
-func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *Resumer[T, C]) (more bool) {
+func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *supervisor[T, C]) (more bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			// The committer goes on (what finished is still committed),
@@ -518,7 +518,7 @@ func (p *pipeline[T, C]) call(f func() error) error {
 // spent event when it heads the ring, and saves as the rules say. Every
 // call of the user's code (hooks, Save, the dead letter) is made outside
 // the lock.
-func (p *pipeline[T, C]) advance(ctx context.Context, r *Resumer[T, C]) {
+func (p *pipeline[T, C]) advance(ctx context.Context, r *supervisor[T, C]) {
 	for {
 		p.mu.Lock()
 		p.committing = true
@@ -574,7 +574,7 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *Resumer[T, C]) {
 
 // parkHead hands the spent event at the head to the dead letter and marks
 // it done; it reports whether it did.
-func (p *pipeline[T, C]) parkHead(ctx context.Context, r *Resumer[T, C], s *slot[T, C]) bool {
+func (p *pipeline[T, C]) parkHead(ctx context.Context, r *supervisor[T, C], s *slot[T, C]) bool {
 	err := r.parkSlot(ctx, s)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -706,7 +706,7 @@ func (p *pipeline[T, C]) takeReplayed() (n, parked int) {
 // each event and adds it to the pipeline, which handles and commits it on
 // its own. Reading waits while the ring is full, so at most the window is
 // read and not committed, and stops once the pipeline stopped.
-func (r *Resumer[T, C]) readPipe(ctx context.Context, conn Conn[T], p *pipeline[T, C]) (o outcome) {
+func (r *supervisor[T, C]) readPipe(ctx context.Context, conn Conn[T], p *pipeline[T, C]) (o outcome) {
 	o.opened = true
 	start := p.commits.Load()
 	defer func() { o.commits = int(p.commits.Load() - start) }()
@@ -736,7 +736,7 @@ func (r *Resumer[T, C]) readPipe(ctx context.Context, conn Conn[T], p *pipeline[
 // resumeAt is the cursor the next Open asks for: the committed one, or,
 // while the pipeline holds events read before a clean end, the last event
 // read.
-func (r *Resumer[T, C]) resumeAt() C {
+func (r *supervisor[T, C]) resumeAt() C {
 	if p := r.pipe.Load(); p != nil {
 		if c, ok := p.lastRead(); ok {
 			return c
@@ -749,7 +749,7 @@ func (r *Resumer[T, C]) resumeAt() C {
 // finished and committed; a handler's failure, panic or stop then ends Run,
 // and a failed save turns the try into a save failure. It is a no-op
 // without a pipeline.
-func (r *Resumer[T, C]) settle(ctx context.Context, o outcome) outcome {
+func (r *supervisor[T, C]) settle(ctx context.Context, o outcome) outcome {
 	p := r.pipe.Load()
 	if p == nil {
 		return o
@@ -783,7 +783,7 @@ func (r *Resumer[T, C]) settle(ctx context.Context, o outcome) outcome {
 
 // replayed hands a resync's event to the pipeline, waiting while it is
 // full; it returns the first handler failure (or ErrStop).
-func (r *Resumer[T, C]) replayed(ctx context.Context, p *pipeline[T, C], ev T) error {
+func (r *supervisor[T, C]) replayed(ctx context.Context, p *pipeline[T, C], ev T) error {
 	if !p.waitRoom(ctx, &r.guard) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -797,14 +797,14 @@ func (r *Resumer[T, C]) replayed(ctx context.Context, p *pipeline[T, C], ev T) e
 
 // settleReplay waits for every replayed event still in the pipeline and
 // returns the first handler failure (or ErrStop).
-func (r *Resumer[T, C]) settleReplay(ctx context.Context, p *pipeline[T, C]) error {
+func (r *supervisor[T, C]) settleReplay(ctx context.Context, p *pipeline[T, C]) error {
 	p.waitSettled(ctx)
 	return r.replayErr(ctx, p)
 }
 
 // replayErr is the replay's failure so far, once the pipeline stopped: a
 // panic is raised again, a stop matches ErrStop.
-func (r *Resumer[T, C]) replayErr(ctx context.Context, p *pipeline[T, C]) error {
+func (r *supervisor[T, C]) replayErr(ctx context.Context, p *pipeline[T, C]) error {
 	if !p.stopped() {
 		return nil
 	}

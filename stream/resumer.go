@@ -29,6 +29,17 @@ const defaultFinalSaveTimeout = 5 * time.Second
 // A Resumer runs one loop at a time ([Resumer.Run] or [Resumer.All]); its
 // other methods are safe for concurrent use. Make one with [New].
 type Resumer[T, C any] struct {
+	// The Resumer is a façade: its loop is the supervisor's, which opens,
+	// decides, waits and resyncs (loop.go, step.go); the events' handling
+	// is the serial step's or the pipeline's (pipeline.go); commits and
+	// saves are the committer's (committer.go).
+	supervisor[T, C]
+}
+
+// supervisor is the Resumer's loop and state: it loads, opens, reads each
+// connection into the step (one handler), the batch (RunBatch) or the
+// pipeline (WithConcurrency), decides after each connection and waits.
+type supervisor[T, C any] struct {
 	// Set by New, read-only after.
 	src         Source[T, C]
 	extract     cursor.Extractor[T, C]
@@ -167,7 +178,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if isNil(start) {
 		cfg.fail("New: nil Store")
 	}
-	r := &Resumer[T, C]{
+	r := &Resumer[T, C]{supervisor[T, C]{
 		src:         src,
 		extract:     extract,
 		store:       start,
@@ -189,7 +200,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		batch:       cfg.batch,
 		linger:      cfg.linger,
 		equal:       equalFunc[C](),
-	}
+	}}
 	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
 		r.noWatch = true
 	}
@@ -203,7 +214,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 
 // defaults fills in what the options left unset and checks what only
 // their combination can tell.
-func (r *Resumer[T, C]) defaults(cfg *config) {
+func (r *supervisor[T, C]) defaults(cfg *config) {
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -234,7 +245,7 @@ func (r *Resumer[T, C]) defaults(cfg *config) {
 
 // typedOptions takes the options made for the Resumer's type parameters,
 // recording an error for one made for others.
-func (r *Resumer[T, C]) typedOptions(cfg *config) {
+func (r *supervisor[T, C]) typedOptions(cfg *config) {
 	r.keys = typedEvent[func(int) keyTable[T]](cfg, "WithOrderKey", cfg.orderKey)
 	r.park = typedEvent[func(context.Context, T, error) error](cfg, "WithDeadLetter", cfg.park)
 	r.batchEnd = typedEvent[func(T) bool](cfg, "WithBatchEnd", cfg.batchEnd)
@@ -331,7 +342,7 @@ func typedAll[V any](cfg *config, name string, os []typed, c reflect.Type) []V {
 // handler finished (or of the last progress-only event). Before the first
 // Run has loaded the Store it returns the zero C. It is safe for concurrent
 // use.
-func (r *Resumer[T, C]) Cursor() C {
+func (r *supervisor[T, C]) Cursor() C {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats.Cursor
@@ -339,7 +350,7 @@ func (r *Resumer[T, C]) Cursor() C {
 
 // Stats returns a snapshot of the Resumer's counters. It is safe for
 // concurrent use.
-func (r *Resumer[T, C]) Stats() Stats[C] {
+func (r *supervisor[T, C]) Stats() Stats[C] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
@@ -351,7 +362,7 @@ func (r *Resumer[T, C]) Stats() Stats[C] {
 
 // published returns how many cursors were committed and events skipped, for
 // the idle watchdog.
-func (r *Resumer[T, C]) published() uint64 {
+func (r *supervisor[T, C]) published() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats.Events + r.stats.Progress + r.stats.Skipped
@@ -386,7 +397,7 @@ func (r *Resumer[T, C]) published() uint64 {
 // saved yet; a failure of that save is joined to the returned error and kept
 // in [Stats].FinalSaveError. Run may be called again after it returned: it
 // continues after the committed cursor without loading the Store again.
-func (r *Resumer[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
+func (r *supervisor[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
 	switch {
 	case handle == nil:
 		return fmt.Errorf("%w: Run: nil handler", ErrInvalidOption)
@@ -414,7 +425,7 @@ var errBreak = errors.New("stream: loop body stopped")
 // and stop, use Run and return [ErrStop]). The committed cursor is then saved
 // as when Run returns, but no error can be yielded after a break: read
 // [Stats].FinalSaveError to learn whether that save failed.
-func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
+func (r *supervisor[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		switch {
@@ -445,7 +456,7 @@ func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
 
 // panicSave is the final save on a panic's way up; a Store that panics
 // again leaves the first panic to go on.
-func (r *Resumer[T, C]) panicSave(ctx context.Context) {
+func (r *supervisor[T, C]) panicSave(ctx context.Context) {
 	defer func() { _ = recover() }()
 	r.stopQuiet()
 	_ = r.finalSave(ctx, outcome{end: finalEnd})
@@ -453,7 +464,7 @@ func (r *Resumer[T, C]) panicSave(ctx context.Context) {
 
 // run is Run, RunBatch (b not nil) and All: one loop at a time, the final
 // save, and the OnStop hook once it returned.
-func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, C]) (err error) {
+func (r *supervisor[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, C]) (err error) {
 	if err := r.enter(ctx); err != nil {
 		return err
 	}
@@ -482,7 +493,7 @@ func (r *Resumer[T, C]) run(ctx context.Context, handle handler[T], b *batch[T, 
 // the stack of every idle stream.
 //
 //go:noinline
-func (r *Resumer[T, C]) enter(ctx context.Context) error {
+func (r *supervisor[T, C]) enter(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidOption)
 	}
@@ -500,7 +511,7 @@ func (r *Resumer[T, C]) enter(ctx context.Context) error {
 // OnStop hook.
 //
 //go:noinline
-func (r *Resumer[T, C]) stopped(ctx context.Context, o outcome) error {
+func (r *supervisor[T, C]) stopped(ctx context.Context, o outcome) error {
 	r.stopQuiet()
 	if o.end == finalEnd && errwalk.Is(o.err, errBreak) {
 		o.err = nil // an All loop body stopped: no failure (All knows it broke)

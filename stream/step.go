@@ -52,7 +52,7 @@ const (
 // take extracts ev's cursor and says what to do with the event, given the
 // cursor before it (see judge). It is the only place an event's cursor is
 // read.
-func (r *Resumer[T, C]) take(ev T, before C) (c C, kind eventKind, moves bool, err error) {
+func (r *supervisor[T, C]) take(ev T, before C) (c C, kind eventKind, moves bool, err error) {
 	c, err = r.extract(ev)
 	if err == nil && r.order == nil {
 		return c, handled, true, nil
@@ -62,7 +62,7 @@ func (r *Resumer[T, C]) take(ev T, before C) (c C, kind eventKind, moves bool, e
 }
 
 // try calls the handler with the slot's event after its pause.
-func (r *Resumer[T, C]) try(ctx context.Context, handle handler[T], s *slot[T, C]) {
+func (r *supervisor[T, C]) try(ctx context.Context, handle handler[T], s *slot[T, C]) {
 	s.started = true
 	if s.pause > 0 {
 		if err := wait.Sleep(ctx, s.pause); err != nil {
@@ -87,7 +87,7 @@ const (
 
 // after is the one decision on a try's result. It runs on the loop's
 // goroutine, and so does the OnHandlerError hook it calls.
-func (r *Resumer[T, C]) after(ctx context.Context, s *slot[T, C]) (action, error) {
+func (r *supervisor[T, C]) after(ctx context.Context, s *slot[T, C]) (action, error) {
 	err := s.err
 	switch {
 	case err == nil:
@@ -130,7 +130,7 @@ func (r *Resumer[T, C]) after(ctx context.Context, s *slot[T, C]) (action, error
 
 // parkSlot hands a spent event to the dead letter. It is called when the
 // event heads the window, so that a parked event is committed at once.
-func (r *Resumer[T, C]) parkSlot(ctx context.Context, s *slot[T, C]) error {
+func (r *supervisor[T, C]) parkSlot(ctx context.Context, s *slot[T, C]) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (r *Resumer[T, C]) parkSlot(ctx context.Context, s *slot[T, C]) error {
 // goroutine, until the event is finished, parked, stopping or failed. It
 // returns the kind to commit it as (handled, or parked) and the action
 // that ended it: finished or stop to commit, fail to end Run.
-func (r *Resumer[T, C]) inline(ctx context.Context, handle handler[T], ev T, c C) (eventKind, action, error) {
+func (r *supervisor[T, C]) inline(ctx context.Context, handle handler[T], ev T, c C) (eventKind, action, error) {
 	err := handle(ctx, ev)
 	if err == nil { // the per-event path ends here
 		return handled, finished, nil
@@ -156,7 +156,7 @@ func (r *Resumer[T, C]) inline(ctx context.Context, handle handler[T], ev T, c C
 }
 
 // retried is inline after the first try of s failed.
-func (r *Resumer[T, C]) retried(ctx context.Context, handle handler[T], s *slot[T, C]) (eventKind, action, error) {
+func (r *supervisor[T, C]) retried(ctx context.Context, handle handler[T], s *slot[T, C]) (eventKind, action, error) {
 	for {
 		a, err := r.after(ctx, s)
 		switch a {
