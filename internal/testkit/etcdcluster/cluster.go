@@ -113,7 +113,7 @@ func Start(t testing.TB, n int) *Cluster {
 	c := &Cluster{bin: bin, dir: t.TempDir(), http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	ports, err := childproc.FreePorts(2 * n)
 	if err != nil {
-		t.Fatalf("etcdcluster: %v", err)
+		t.Fatalf("%v", err)
 	}
 	var initial []string
 	for i := range n {
@@ -321,7 +321,7 @@ func (c *Cluster) startMember(t testing.TB, i int) {
 	log := filepath.Join(c.dir, m.name+".log")
 	p, err := childproc.Start(m.name, c.bin, args, log, log)
 	if err != nil {
-		t.Fatalf("etcdcluster: %v", err)
+		t.Fatalf("%v", err)
 	}
 	m.proc = p
 }

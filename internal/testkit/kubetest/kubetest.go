@@ -169,7 +169,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	ports, err := childproc.FreePorts(3)
 	if err != nil {
-		t.Fatalf("kubetest: %v", err)
+		t.Fatalf("%v", err)
 	}
 	e.etcdClientPort, e.etcdPeerPort, e.apiPort = ports[0], ports[1], ports[2]
 
