@@ -64,10 +64,6 @@ const ProgressInterval = time.Second
 // election); it guards against a hang and is never a timing assertion.
 const Timeout = time.Minute
 
-// BinDir returns the directory the etcd binary is looked for in
-// (testbin.Dir).
-func BinDir() string { return testbin.Dir() }
-
 // runCommand is the one command that builds the binary and runs the tests
 // against it, named when the tests are not opted in.
 const runCommand = "RESUMABLE_ETCD_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(" + testbin.BuildCommand + ") go test -race -count=1 -p 1 ./internal/testkit/etcdcluster/ ./adapters/etcd/integration/"

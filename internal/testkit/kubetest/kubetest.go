@@ -107,20 +107,9 @@ func WithStartTimeout(d time.Duration) Option {
 	})
 }
 
-// BinDir returns the directory the binaries are looked for in
-// (testbin.Dir): $EnvBin if set, else $EnvCache/k8s-<KubernetesVersion>,
-// with $EnvCache defaulting to $HOME/.cache/resumable/testenv as in
-// scripts/testenv.sh.
-func BinDir() string { return testbin.Dir() }
-
 // runCommand is the one command that builds the binaries and runs the
 // tests against them.
 const runCommand = "RESUMABLE_K8S_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(" + testbin.BuildCommand + ") go test -race -count=1 -p 1 ./internal/testkit/kubetest/ ./adapters/k8s/internal/testenv/ ./adapters/k8s/integration/"
-
-// Available reports whether kube-apiserver and etcd are in [BinDir]: it
-// returns the directory and, when either is missing, a one-line reason
-// that names the command building them.
-func Available() (dir, reason string) { return testbin.Find("kube-apiserver", "etcd") }
 
 // Env is a running etcd and kube-apiserver for one test. Start creates it; the
 // test's cleanup kills both.
@@ -141,8 +130,8 @@ type Env struct {
 // directory of t, waits until the API server's /readyz answers ok, and
 // registers a cleanup that kills both. Without RESUMABLE_K8S_INTEGRATION=1
 // it skips t, naming the command that runs these tests apart; without the
-// binaries ([Available]) it fails t when CI is set and skips it otherwise,
-// naming the command that builds them; it fails t when either process
+// binaries (testbin.Require) it fails t when CI is set and skips it
+// otherwise, naming the command that builds them; it fails t when either process
 // cannot start or become ready.
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
@@ -199,10 +188,6 @@ func (e *Env) User() Access { return e.access(e.userToken) }
 
 // Host returns the API server's URL, https://127.0.0.1:PORT.
 func (e *Env) Host() string { return e.apiURL() }
-
-// EtcdEndpoint returns the client URL of the etcd the API server stores
-// in, http://127.0.0.1:PORT.
-func (e *Env) EtcdEndpoint() string { return e.etcdURL() }
 
 func (e *Env) access(token string) Access {
 	return Access{Host: e.apiURL(), CAData: append([]byte(nil), e.caData...), BearerToken: token}
