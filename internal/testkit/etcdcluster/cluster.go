@@ -66,7 +66,7 @@ const Timeout = time.Minute
 
 // runCommand is the one command that builds the binary and runs the tests
 // against it, named when the tests are not opted in.
-const runCommand = "RESUMABLE_ETCD_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(" + testbin.BuildCommand + ") go test -race -count=1 -p 1 ./internal/testkit/etcdcluster/ ./adapters/etcd/integration/"
+const runCommand = "RESUMABLE_ETCD_INTEGRATION=1 RESUMABLE_TESTENV_BIN=$(" + testbin.BuildCommand + ") go test -race -count=1 -p 1 ./internal/testkit/etcdcluster/ ./adapters/etcd/internal/cluster/ ./adapters/etcd/integration/"
 
 // Skip skips t, naming the command that runs these tests, unless the integration tests are
 // switched on; then, without the etcd binary, it fails t when CI is set (CI
