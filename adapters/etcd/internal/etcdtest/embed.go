@@ -2,7 +2,11 @@
 // (go.etcd.io/etcd/server/v3/embed): one member, no fsync, on free loopback
 // ports, with progress notifications every 100 ms. It is what the unit
 // tests of the etcd adapter run against; the multi-process integration
-// tests use the etcd binary instead (package cluster).
+// tests use the etcd binary instead (internal/testkit/etcdcluster, with
+// clients from package cluster). It stays in adapters/etcd, not in
+// internal/testkit: the server is a library linked into the test binary
+// (it needs no binary, so it never skips), and importing it from the kit
+// would put etcd in the module graph of every module requiring the kit.
 package etcdtest
 
 import (

@@ -1,32 +1,15 @@
-// Package testenv runs a real etcd and kube-apiserver on loopback ports for the
-// integration tests of the k8s adapter.
+// Package testenv gives the k8s adapter's integration tests a real etcd and
+// kube-apiserver with client-go configurations: it is the few lines that
+// turn the harness of internal/testkit/kubetest (which starts, stops and
+// restarts the processes and returns plain data, importing nothing of
+// k8s.io) into *rest.Config values.
 //
-// A real API server does what fakes do not: it ends every watch on its own
-// after a few seconds (--min-request-timeout is 5 here), sends bookmarks, and
-// after a restart answers 410 Gone ("too old resource version") to a watch
-// from a resource version older than its fresh watch cache. [Start] gives a
-// test such a server, and [Env] stops and restarts it (and etcd) on the same
-// ports and data directory.
+// The rules of use are kubetest's: tests opt in with
+// RESUMABLE_K8S_INTEGRATION=1; without the binaries [Start] skips naming
+// bash scripts/testenv.sh build, or fails when CI is set (CI never skips).
+// [Env] has every method of kubetest.Env (RestartAPIServer, KillAPIServer,
+// RestartEtcd, …) and adds [Env.Config] and [Env.UserConfig].
 //
-// Rules of use:
-//   - Tests opt in with RESUMABLE_K8S_INTEGRATION=1 ([EnvIntegration]), so
-//     that they run apart from the unit tests (one package at a time, as
-//     .ci/run does); without it [Start] skips, naming the command.
-//   - The rule of every test server here: CI never skips. Without the
-//     binaries, [Start] fails the test when CI is set and skips it
-//     otherwise, naming the one command that builds them.
-//   - The binaries come from scripts/testenv.sh build, which compiles them from
-//     the Go module proxy into a cache directory; [EnvBin] overrides where they
-//     are looked for. [Available] reports whether they are there.
-//   - Every process started is killed, with its process group, when the test
-//     ends (t.Cleanup), failed or not; on Linux a child is also killed if the
-//     test binary dies. Logs go to files in the test's temporary directory and
-//     their tails are printed when the test has failed.
-//   - An Env belongs to the test that started it: call its methods from that
-//     test's goroutine. [Env.Config] and [Env.UserConfig] may be called from
-//     any goroutine.
-//   - Costs, measured on two busy cores: [Start] about 3 s; [Env.RestartAPIServer]
-//     3–4 s; [Env.RestartEtcd] about 7 s, most of it etcd's graceful stop
-//     waiting on the API server's watch streams. Share one Env across subtests
-//     when they can share a cluster.
+// The nested module build/ pins the versions scripts/testenv.sh builds
+// kube-apiserver and etcd from.
 package testenv

@@ -1,4 +1,4 @@
-package cluster_test
+package kubetest_test
 
 import (
 	"fmt"
@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/resumable-go/resumable/adapters/etcd/internal/cluster"
+	"github.com/resumable-go/resumable/internal/testkit/kubetest"
+	"github.com/resumable-go/resumable/internal/testkit/testbin"
 )
 
 // outcome is how a harness call ended a test: skipped or failed, and why.
@@ -35,23 +34,23 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// skipIn calls cluster.Skip in a goroutine of its own with r as its test.
-func skipIn(t *testing.T) outcome {
+// startIn calls kubetest.Start in a goroutine of its own with r as its test.
+func startIn(t *testing.T) outcome {
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cluster.Skip(r)
+		kubetest.Start(r)
 	}()
 	<-done
 	return r.out
 }
 
-// TestSkipWithoutBinary: the test-server rule. Without the etcd binary a
-// local run skips, naming the command that builds it; with CI set the
+// TestStartWithoutBinaries: the test-server rule. Without the binaries a
+// local run skips, naming the command that builds them; with CI set the
 // test fails instead (CI never skips). Not opted in, it skips, naming the
 // command that runs these tests.
-func TestSkipWithoutBinary(t *testing.T) {
+func TestStartWithoutBinaries(t *testing.T) {
 	tests := []struct {
 		name   string
 		optIn  string
@@ -59,22 +58,20 @@ func TestSkipWithoutBinary(t *testing.T) {
 		want   outcome
 		naming string
 	}{
-		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: "bash scripts/testenv.sh build"},
-		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: "bash scripts/testenv.sh build"},
-		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: cluster.EnvIntegration + "=1"},
+		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: testbin.BuildCommand},
+		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: testbin.BuildCommand},
+		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: kubetest.EnvIntegration + "=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(cluster.EnvBin, t.TempDir()) // no binaries there
-			t.Setenv(cluster.EnvIntegration, tt.optIn)
+			t.Setenv(kubetest.EnvBin, t.TempDir()) // no binaries there
+			t.Setenv(kubetest.EnvIntegration, tt.optIn)
 			t.Setenv("CI", tt.ci)
-			got := skipIn(t)
+			got := startIn(t)
 			if got.skipped != tt.want.skipped || got.failed != tt.want.failed || !strings.Contains(got.msg, tt.naming) {
-				t.Errorf("Skip() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
+				t.Errorf("Start() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
 					got.skipped, got.failed, got.msg, tt.want.skipped, tt.want.failed, tt.naming)
 			}
 		})
 	}
 }
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package testenv_test
+package etcdcluster_test
 
 import (
 	"fmt"
@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/resumable-go/resumable/adapters/k8s/internal/testenv"
+	"go.uber.org/goleak"
+
+	"github.com/resumable-go/resumable/internal/testkit/etcdcluster"
+	"github.com/resumable-go/resumable/internal/testkit/testbin"
 )
 
 // outcome is how a harness call ended a test: skipped or failed, and why.
@@ -33,23 +36,23 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// startIn calls testenv.Start in a goroutine of its own with r as its test.
-func startIn(t *testing.T) outcome {
+// skipIn calls etcdcluster.Skip in a goroutine of its own with r as its test.
+func skipIn(t *testing.T) outcome {
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		testenv.Start(r)
+		etcdcluster.Skip(r)
 	}()
 	<-done
 	return r.out
 }
 
-// TestStartWithoutBinaries: the test-server rule. Without the binaries a
-// local run skips, naming the command that builds them; with CI set the
+// TestSkipWithoutBinary: the test-server rule. Without the etcd binary a
+// local run skips, naming the command that builds it; with CI set the
 // test fails instead (CI never skips). Not opted in, it skips, naming the
 // command that runs these tests.
-func TestStartWithoutBinaries(t *testing.T) {
+func TestSkipWithoutBinary(t *testing.T) {
 	tests := []struct {
 		name   string
 		optIn  string
@@ -57,20 +60,22 @@ func TestStartWithoutBinaries(t *testing.T) {
 		want   outcome
 		naming string
 	}{
-		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: "bash scripts/testenv.sh build"},
-		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: "bash scripts/testenv.sh build"},
-		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: testenv.EnvIntegration + "=1"},
+		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: testbin.BuildCommand},
+		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: testbin.BuildCommand},
+		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: etcdcluster.EnvIntegration + "=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(testenv.EnvBin, t.TempDir()) // no binaries there
-			t.Setenv(testenv.EnvIntegration, tt.optIn)
+			t.Setenv(etcdcluster.EnvBin, t.TempDir()) // no binaries there
+			t.Setenv(etcdcluster.EnvIntegration, tt.optIn)
 			t.Setenv("CI", tt.ci)
-			got := startIn(t)
+			got := skipIn(t)
 			if got.skipped != tt.want.skipped || got.failed != tt.want.failed || !strings.Contains(got.msg, tt.naming) {
-				t.Errorf("Start() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
+				t.Errorf("Skip() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
 					got.skipped, got.failed, got.msg, tt.want.skipped, tt.want.failed, tt.naming)
 			}
 		})
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
