@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # testenv.sh builds and locates the kube-apiserver and etcd binaries that the
-# integration tests of adapters/k8s run (package adapters/k8s/internal/testenv).
+# integration tests run (packages internal/testkit/kubetest and internal/testkit/etcdcluster;
+# internal/testkit/testbin finds them).
 #
 # Usage:
 #   scripts/testenv.sh build     build both binaries and etcdutl unless already cached; print the directory
