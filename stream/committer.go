@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/resumable-go/resumable/cursor"
 )
 
 // The one committer: every cursor is committed, and the Store saved, by
@@ -29,21 +32,53 @@ import (
 //     the committer to a timer while it waits in Recv (quietSave), the
 //     pipeline's committer sets one for itself.
 
+// committer is the committer's state: the Store, the cadence, what the
+// Store lags behind, Stats and the hooks. The supervisor holds it; with
+// one handler Run's goroutine runs it, under WithConcurrency the
+// pipeline's committer goroutine (the supervisor's calls go through
+// pipeline.call).
+type committer[C any] struct {
+	store       cursor.Store[C]
+	everyN      int           // save every n commits; 0: not by count
+	interval    time.Duration // save at the first commit this long after the last save; 0: not by time
+	saveTimeout time.Duration // of the final save
+	hooks       Hooks[C]
+	// hookTurn holds the turn to run a hook, made by each run: hooks never
+	// overlap. A channel, not a mutex, so that a hook waiting on the clock
+	// inside a testing/synctest bubble does not stall the bubble.
+	hookTurn chan struct{}
+
+	unsaved     int         // commits since the last successful save: the Store lags when > 0
+	saveFailed  bool        // a save failed on this connection: save no more until it ends
+	lastSave    time.Time   // read only with a checkpoint interval
+	saveFailing atomic.Bool // the last Store.Save failed (read by decide)
+
+	mu    sync.Mutex // guards stats; the committer alone writes stats.Cursor
+	stats Stats[C]
+}
+
+// committed returns the committed cursor.
+func (r *committer[C]) committed() C {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats.Cursor
+}
+
 // commit records c as the committed cursor and saves the Store when the
 // cadence says so; it returns the Store's error, or ctx's when ctx ended
 // during the save.
-func (r *supervisor[T, C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
+func (r *committer[C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
 	rec := commitRec[C]{c: c, kind: kind, moves: moved}
-	if !moved || !r.dueAt(r.st.unsaved+1) {
+	if !moved || !r.dueAt(r.unsaved+1) {
 		r.record(rec)
 		return nil
 	}
 	// The per-event path with the default cadence: save, then record the
 	// commit and count the save under one lock.
-	r.st.unsaved++
+	r.unsaved++
 	err := r.store.Save(ctx, c)
 	if err != nil && ctx.Err() != nil { // shutdown: neither counted nor hooked
-		r.st.unsaved--
+		r.unsaved--
 		r.record(rec)
 		return ctx.Err()
 	}
@@ -63,9 +98,9 @@ func (r *supervisor[T, C]) commit(ctx context.Context, c C, kind eventKind, move
 // read before a connection's end are all committed) finds the Store
 // behind. A save cut short by ctx's end returns nil: the final save
 // follows.
-func (r *supervisor[T, C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
+func (r *committer[C]) commitRun(ctx context.Context, recs []commitRec[C], connEnd bool) error {
 	r.recordRun(recs)
-	if !r.due() && !(connEnd && r.st.unsaved > 0 && !r.st.saveFailed) {
+	if !r.due() && !(connEnd && r.unsaved > 0 && !r.saveFailed) {
 		return nil
 	}
 	if err := r.save(ctx, false); err != nil && ctx.Err() == nil {
@@ -76,7 +111,7 @@ func (r *supervisor[T, C]) commitRun(ctx context.Context, recs []commitRec[C], c
 
 // recordRun records a run of commits (the pipeline's), under one lock when
 // no OnCommit hook needs to see each.
-func (r *supervisor[T, C]) recordRun(recs []commitRec[C]) {
+func (r *committer[C]) recordRun(recs []commitRec[C]) {
 	if len(recs) == 0 {
 		return
 	}
@@ -89,7 +124,7 @@ func (r *supervisor[T, C]) recordRun(recs []commitRec[C]) {
 	r.mu.Lock()
 	for _, rec := range recs {
 		if rec.moves {
-			r.st.unsaved++
+			r.unsaved++
 		}
 		r.count(rec)
 	}
@@ -98,9 +133,9 @@ func (r *supervisor[T, C]) recordRun(recs []commitRec[C]) {
 }
 
 // record commits rec's cursor in memory: Stats, the cursor, OnCommit.
-func (r *supervisor[T, C]) record(rec commitRec[C]) {
+func (r *committer[C]) record(rec commitRec[C]) {
 	if rec.moves {
-		r.st.unsaved++
+		r.unsaved++
 	}
 	r.mu.Lock()
 	r.stats.Cursor = rec.c
@@ -112,7 +147,7 @@ func (r *supervisor[T, C]) record(rec commitRec[C]) {
 }
 
 // count counts a commit in Stats; r.mu is held.
-func (r *supervisor[T, C]) count(rec commitRec[C]) {
+func (r *committer[C]) count(rec commitRec[C]) {
 	switch {
 	case rec.handled+rec.folded > 0: // a batch: each of its events counts
 		r.stats.Events += uint64(rec.handled)
@@ -130,7 +165,7 @@ func (r *supervisor[T, C]) count(rec commitRec[C]) {
 }
 
 // onCommit calls OnCommit for rec.
-func (r *supervisor[T, C]) onCommit(rec commitRec[C]) {
+func (r *committer[C]) onCommit(rec commitRec[C]) {
 	r.callHook(func() {
 		r.hooks.OnCommit(CommitEvent[C]{Cursor: rec.c, Progress: rec.kind == progress, Resync: rec.kind == resyncEnd, Parked: rec.kind == parked,
 			InFlight: rec.inFlight, Handled: rec.handled, Folded: rec.folded})
@@ -138,18 +173,18 @@ func (r *supervisor[T, C]) onCommit(rec commitRec[C]) {
 }
 
 // due reports whether the cadence asks for a save now.
-func (r *supervisor[T, C]) due() bool { return r.dueAt(r.st.unsaved) }
+func (r *committer[C]) due() bool { return r.dueAt(r.unsaved) }
 
 // dueAt reports whether the cadence asks for a save with unsaved commits
 // since the last save.
-func (r *supervisor[T, C]) dueAt(unsaved int) bool {
-	return unsaved > 0 && !r.st.saveFailed &&
-		((r.everyN > 0 && unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.st.lastSave) >= r.interval))
+func (r *committer[C]) dueAt(unsaved int) bool {
+	return unsaved > 0 && !r.saveFailed &&
+		((r.everyN > 0 && unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.lastSave) >= r.interval))
 }
 
 // checkpoint saves the committed cursor if the Store lags behind it.
-func (r *supervisor[T, C]) checkpoint(ctx context.Context, final bool) error {
-	if r.st.unsaved == 0 {
+func (r *committer[C]) checkpoint(ctx context.Context, final bool) error {
+	if r.unsaved == 0 {
 		return nil
 	}
 	return r.save(ctx, final)
@@ -158,8 +193,8 @@ func (r *supervisor[T, C]) checkpoint(ctx context.Context, final bool) error {
 // save saves the committed cursor, counts the save and calls OnSave. A
 // save that is not the final one and failed because ctx ended returns
 // ctx's error, uncounted and unhooked.
-func (r *supervisor[T, C]) save(ctx context.Context, final bool) error {
-	c := r.cur()
+func (r *committer[C]) save(ctx context.Context, final bool) error {
+	c := r.committed()
 	err := r.store.Save(ctx, c)
 	if err != nil && !final && ctx.Err() != nil {
 		return ctx.Err()
@@ -171,7 +206,7 @@ func (r *supervisor[T, C]) save(ctx context.Context, final bool) error {
 }
 
 // countSave counts a Store.Save; r.mu is held.
-func (r *supervisor[T, C]) countSave(err error) {
+func (r *committer[C]) countSave(err error) {
 	if err != nil {
 		r.stats.SaveErrors++
 	} else {
@@ -181,7 +216,7 @@ func (r *supervisor[T, C]) countSave(err error) {
 
 // saved finishes a counted Store.Save of c that returned err: OnSave, and
 // the committer's state.
-func (r *supervisor[T, C]) saved(c C, err error, final bool) error {
+func (r *committer[C]) saved(c C, err error, final bool) error {
 	if failing := err != nil; r.saveFailing.Load() != failing {
 		r.saveFailing.Store(failing)
 	}
@@ -189,12 +224,12 @@ func (r *supervisor[T, C]) saved(c C, err error, final bool) error {
 		r.callHook(func() { r.hooks.OnSave(SaveEvent[C]{Cursor: c, Err: err, Final: final}) })
 	}
 	if err != nil {
-		r.st.saveFailed = true
+		r.saveFailed = true
 		return fmt.Errorf("stream: saving cursor %s to the Store: %w", text(c), err)
 	}
-	r.st.unsaved = 0
+	r.unsaved = 0
 	if r.interval > 0 {
-		r.st.lastSave = time.Now() // read the clock only when the cadence needs it
+		r.lastSave = time.Now() // read the clock only when the cadence needs it
 	}
 	return nil
 }
@@ -203,7 +238,7 @@ func (r *supervisor[T, C]) saved(c C, err error, final bool) error {
 // outlives ctx's cancellation but not the final-save timeout. A loop that
 // ended because saving failed is not saved again: its error already says so.
 func (r *supervisor[T, C]) finalSave(ctx context.Context, o outcome) error {
-	if r.st.unsaved == 0 || o.end == saveFailed {
+	if r.unsaved == 0 || o.end == saveFailed {
 		return o.err
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.saveTimeout)
@@ -241,10 +276,10 @@ func (r *supervisor[T, C]) saveNow(ctx context.Context) error {
 // a failed save ended the last one.
 func (r *supervisor[T, C]) newConnection() {
 	if p := r.pipe.Load(); p != nil {
-		_ = p.call(func() error { r.st.saveFailed = false; return nil })
+		_ = p.call(func() error { r.saveFailed = false; return nil })
 		return
 	}
-	r.st.saveFailed = false
+	r.saveFailed = false
 }
 
 // quietSave is the interval save of a serial loop (one handler: Run's
@@ -270,8 +305,8 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 	q := &r.quiet
 	q.mu.Lock()
 	q.away = true
-	if !q.armed && !r.st.saveFailed {
-		d := r.interval - time.Since(r.st.lastSave)
+	if !q.armed && !r.saveFailed {
+		d := r.interval - time.Since(r.lastSave)
 		if q.timer == nil {
 			q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
 		} else {
@@ -306,10 +341,10 @@ func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.armed = false
-	if !q.away || r.st.unsaved == 0 || r.st.saveFailed || ctx.Err() != nil {
+	if !q.away || r.unsaved == 0 || r.saveFailed || ctx.Err() != nil {
 		return
 	}
-	if d := r.interval - time.Since(r.st.lastSave); d > 0 {
+	if d := r.interval - time.Since(r.lastSave); d > 0 {
 		q.timer.Reset(d)
 		q.armed = true
 		return

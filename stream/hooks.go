@@ -152,7 +152,7 @@ type StopEvent[C any] struct {
 
 // callHook runs call, which calls one hook, holding the hook turn: hooks
 // never run two at once, whichever goroutine calls them.
-func (r *supervisor[T, C]) callHook(call func()) {
+func (r *committer[C]) callHook(call func()) {
 	r.hookTurn <- struct{}{}
 	defer func() { <-r.hookTurn }()
 	call()

@@ -295,7 +295,7 @@ func (r *supervisor[T, C]) load(ctx context.Context) outcome {
 	}
 	r.st.loaded = true
 	if r.interval > 0 {
-		r.st.lastSave = time.Now()
+		r.lastSave = time.Now()
 	}
 	r.mu.Lock()
 	r.stats.Cursor = c
@@ -361,7 +361,7 @@ func (r *supervisor[T, C]) read(ctx context.Context, conn Conn[T], handle handle
 		if err := ctx.Err(); err != nil {
 			return o.final(err)
 		}
-		away := r.interval > 0 && r.st.unsaved > 0 && r.leave(ctx) // a quiet stream is saved meanwhile
+		away := r.interval > 0 && r.unsaved > 0 && r.leave(ctx) // a quiet stream is saved meanwhile
 		ev, err := conn.Recv(ctx)
 		if away {
 			if err := r.back(); err != nil {

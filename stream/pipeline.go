@@ -558,8 +558,8 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *supervisor[T, C]) {
 			p.saveErr = err
 			p.mu.Unlock()
 			r.guard.drop() // the connection ends; the supervisor classifies the failure
-		} else if r.interval > 0 && r.st.unsaved > 0 && !r.st.saveFailed {
-			p.wakeAfter(r.interval - time.Since(r.st.lastSave)) // a stream gone quiet is saved all the same
+		} else if r.interval > 0 && r.unsaved > 0 && !r.saveFailed {
+			p.wakeAfter(r.interval - time.Since(r.lastSave)) // a stream gone quiet is saved all the same
 		}
 		p.commits.Add(int64(len(p.recs)))
 		if spent == nil || !p.parkHead(ctx, r, spent) {

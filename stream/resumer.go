@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -43,23 +42,18 @@ type supervisor[T, C any] struct {
 	// Set by New, read-only after.
 	src         Source[T, C]
 	extract     cursor.Extractor[T, C]
-	store       cursor.Store[C]
 	classifier  errclass.Classifier
 	policy      backoff.Policy
 	limiter     Limiter
 	log         *zap.Logger
-	hooks       Hooks[C]
 	order       func(a, b C) int
 	equal       func(a, b C) bool // nil: C has no reliable ==
 	resync      ResyncFunc[T, C]
 	minRestart  time.Duration
 	maxServer   time.Duration
 	poll        time.Duration
-	everyN      int           // save every n commits; 0: not by count
-	interval    time.Duration // save at the first commit this long after the last save; 0: not by time
-	saveTimeout time.Duration // of the final save
-	noWatch     bool          // the Source's Recv respects ctx: no context watcher needed
-	handlers    int           // WithConcurrency
+	noWatch     bool // the Source's Recv respects ctx: no context watcher needed
+	handlers    int  // WithConcurrency
 	window      int
 	keys        func(window int) keyTable[T] // nil: no order key
 	tries       int
@@ -71,33 +65,24 @@ type supervisor[T, C any] struct {
 	batchEnd    func(T) bool  // WithBatchEnd
 	bat         *batch[T, C]  // RunBatch's, while it runs (loop goroutine only)
 
-	running     atomic.Bool
-	saveFailing atomic.Bool                    // the last Store.Save failed (the committer's; read by decide)
-	pipe        atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
-	st          loopState                      // the supervisor's; the committer's fields are the committer's (committer.go)
-	quiet       quietSave[T, C]                // the interval save of a serial loop blocked in Recv (committer.go)
-	guard       connGuard[T]                   // shared with the context watcher and the idle watchdog
-	// hookTurn holds the turn to run a hook, made by each run: hooks never
-	// overlap. A channel, not a mutex, so that a hook waiting on the clock
-	// inside a testing/synctest bubble does not stall the bubble.
-	hookTurn chan struct{}
+	running atomic.Bool
+	pipe    atomic.Pointer[pipeline[T, C]] // the handlers and committer under WithConcurrency, while Run runs
+	st      loopState                      // the supervisor's
+	quiet   quietSave[T, C]                // the interval save of a serial loop blocked in Recv (committer.go)
+	guard   connGuard[T]                   // shared with the context watcher and the idle watchdog
 
-	mu    sync.Mutex // guards stats; the loop alone writes stats.Cursor
-	stats Stats[C]
+	committer[C]
 }
 
 // loopState is what the loop carries from one connection to the next. Only
 // the goroutine running the loop touches it. The committed cursor lives in
 // stats.Cursor.
 type loopState struct {
-	loaded     bool             // the Store was loaded
-	unsaved    int              // commits since the last successful save: the Store lags when > 0
-	saveFailed bool             // a save failed on this connection: save no more until it ends
-	lastSave   time.Time        // read only with a checkpoint interval
-	attempt    int              // consecutive failures
-	lastTry    time.Time        // when the last try (limiter wait and Open) started
-	steps      backoff.Sequence // made at the first step: an idle stream keeps none
-	largest    time.Duration    // the sequence's largest step
+	loaded  bool             // the Store was loaded
+	attempt int              // consecutive failures
+	lastTry time.Time        // when the last try (limiter wait and Open) started
+	steps   backoff.Sequence // made at the first step: an idle stream keeps none
+	largest time.Duration    // the sequence's largest step
 }
 
 // next returns the next step of the backoff sequence, making it from p at
@@ -179,9 +164,14 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		cfg.fail("New: nil Store")
 	}
 	r := &Resumer[T, C]{supervisor[T, C]{
+		committer: committer[C]{
+			store:       start,
+			everyN:      cfg.everyN,
+			interval:    cfg.interval,
+			saveTimeout: cfg.saveTO,
+		},
 		src:         src,
 		extract:     extract,
-		store:       start,
 		classifier:  cfg.classifier,
 		policy:      cfg.policy,
 		limiter:     cfg.limiter,
@@ -189,9 +179,6 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		minRestart:  cfg.minRestart,
 		maxServer:   cfg.maxServer,
 		poll:        cfg.poll,
-		everyN:      cfg.everyN,
-		interval:    cfg.interval,
-		saveTimeout: cfg.saveTO,
 		handlers:    cfg.concurrency,
 		window:      cfg.window,
 		tries:       max(cfg.tries, 1),
