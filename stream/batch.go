@@ -63,7 +63,12 @@ func WithBatchEnd[T any](end func(T) bool) Option {
 // in batches too. RunBatch returns an error matching [ErrInvalidOption]
 // with [WithConcurrency] (n > 1) or [WithDeadLetter] (a batch is not an
 // event to park), and otherwise what Run returns.
-func (r *supervisor[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
+func (r *Resumer[T, C]) RunBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
+	return r.s.runBatch(ctx, handle)
+}
+
+// runBatch is RunBatch.
+func (r *supervisor[T, C]) runBatch(ctx context.Context, handle func(ctx context.Context, events []T) error) error {
 	switch {
 	case handle == nil:
 		return fmt.Errorf("%w: RunBatch: nil handler", ErrInvalidOption)

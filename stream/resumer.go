@@ -32,7 +32,7 @@ type Resumer[T, C any] struct {
 	// decides, waits and resyncs (loop.go, step.go); the events' handling
 	// is the serial step's or the pipeline's (pipeline.go); commits and
 	// saves are the committer's (committer.go).
-	supervisor[T, C]
+	s supervisor[T, C]
 }
 
 // supervisor is the Resumer's loop and state: it loads, opens, reads each
@@ -163,7 +163,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 	if isNil(start) {
 		cfg.fail("New: nil Store")
 	}
-	r := &Resumer[T, C]{supervisor[T, C]{
+	r := &Resumer[T, C]{s: supervisor[T, C]{
 		committer: committer[C]{
 			store:       start,
 			everyN:      cfg.everyN,
@@ -189,10 +189,10 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		equal:       equalFunc[C](),
 	}}
 	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
-		r.noWatch = true
+		r.s.noWatch = true
 	}
-	r.defaults(&cfg)
-	r.typedOptions(&cfg)
+	r.s.defaults(&cfg)
+	r.s.typedOptions(&cfg)
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
@@ -329,15 +329,14 @@ func typedAll[V any](cfg *config, name string, os []typed, c reflect.Type) []V {
 // handler finished (or of the last progress-only event). Before the first
 // Run has loaded the Store it returns the zero C. It is safe for concurrent
 // use.
-func (r *supervisor[T, C]) Cursor() C {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats.Cursor
-}
+func (r *Resumer[T, C]) Cursor() C { return r.s.committed() }
 
 // Stats returns a snapshot of the Resumer's counters. It is safe for
 // concurrent use.
-func (r *supervisor[T, C]) Stats() Stats[C] {
+func (r *Resumer[T, C]) Stats() Stats[C] { return r.s.snapshot() }
+
+// snapshot returns a copy of Stats, with the pipeline's events in flight.
+func (r *supervisor[T, C]) snapshot() Stats[C] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
@@ -384,7 +383,12 @@ func (r *supervisor[T, C]) published() uint64 {
 // saved yet; a failure of that save is joined to the returned error and kept
 // in [Stats].FinalSaveError. Run may be called again after it returned: it
 // continues after the committed cursor without loading the Store again.
-func (r *supervisor[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
+func (r *Resumer[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
+	return r.s.runEach(ctx, handle)
+}
+
+// runEach is Run.
+func (r *supervisor[T, C]) runEach(ctx context.Context, handle func(ctx context.Context, event T) error) error {
 	switch {
 	case handle == nil:
 		return fmt.Errorf("%w: Run: nil handler", ErrInvalidOption)
@@ -412,7 +416,10 @@ var errBreak = errors.New("stream: loop body stopped")
 // and stop, use Run and return [ErrStop]). The committed cursor is then saved
 // as when Run returns, but no error can be yielded after a break: read
 // [Stats].FinalSaveError to learn whether that save failed.
-func (r *supervisor[T, C]) All(ctx context.Context) iter.Seq2[T, error] {
+func (r *Resumer[T, C]) All(ctx context.Context) iter.Seq2[T, error] { return r.s.all(ctx) }
+
+// all is All.
+func (r *supervisor[T, C]) all(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		switch {
