@@ -39,7 +39,6 @@ type pipeline[T, C any] struct {
 	// handlersDone: stop saw every handler goroutine return; the committer
 	// commits once more and returns.
 	handlersDone atomic.Bool
-	inFlight     atomic.Int64 // for Stats
 	commits      atomic.Int64 // cursors committed, for the supervisor's outcome
 	handlers     sync.WaitGroup
 	done         chan struct{} // closed when the committer returned
@@ -64,7 +63,7 @@ type pipeline[T, C any] struct {
 	readWaits    bool           // the reader sleeps on room
 	settleWaits  bool           // the supervisor sleeps on settled
 	closed       bool           // stopping is closed
-	roomLeft     atomic.Bool    // the last add left a free slot (only adds fill the ring)
+	roomLeft     bool           // the reader's: its last add left a free slot (only adds fill the ring)
 	committing   bool           // the committer commits, parks or saves
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
@@ -131,7 +130,6 @@ func (p *pipeline[T, C]) stop() {
 	wake(p.kick) // the committer commits what the handlers finished, then returns
 	<-p.done
 	p.cancel()
-	p.inFlight.Store(0)
 }
 
 // wake signals a channel that holds one wake, without blocking.
@@ -188,7 +186,7 @@ func (p *pipeline[T, C]) stopped() bool {
 // reading must stop instead (the pipeline stopped, or ctx ended). The
 // idle watchdog pauses meanwhile: a full window is no stall.
 func (p *pipeline[T, C]) waitRoom(ctx context.Context, g *connGuard[T]) bool {
-	if p.roomLeft.Load() { // the last add left room, and only adds take it: no lock
+	if p.roomLeft { // the last add left room, and only adds take it: no lock
 		return !p.stopped()
 	}
 	paused := false
@@ -226,11 +224,10 @@ func (p *pipeline[T, C]) add(ev T, c C, kind eventKind, moves bool) {
 	i := p.index(p.tail)
 	p.slots[i] = slot[T, C]{ev: ev, c: c, seq: p.tail, kind: kind, moves: moves}
 	p.tail++
-	p.roomLeft.Store(!p.full())
+	p.roomLeft = !p.full()
 	if kind != replayed {
 		p.last = c
 	}
-	p.inFlight.Store(int64(p.tail - p.head))
 	if kind == progress {
 		p.slots[i].state = done
 		wake(p.kick)
@@ -536,7 +533,6 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *supervisor[T, C]) {
 			}
 			*s = slot[T, C]{} // let the event go
 		}
-		p.inFlight.Store(int64(p.tail - p.head))
 		var spent *slot[T, C]
 		if !p.empty() && !p.halted.Load() && (p.stopAt == 0 || p.head < p.stopAt) {
 			if s := &p.slots[p.index(p.head)]; s.state == parking {
@@ -668,6 +664,17 @@ func (p *pipeline[T, C]) forgetSaveErr() {
 	p.mu.Lock()
 	p.saveErr = nil
 	p.mu.Unlock()
+}
+
+// inFlight returns the events read and not committed, for Stats: none
+// once the pipeline stopped.
+func (p *pipeline[T, C]) inFlight() int {
+	if p.handlersDone.Load() {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int(p.tail - p.head)
 }
 
 // lastRead returns the cursor of the last event read, and whether the

@@ -338,10 +338,10 @@ func (r *Resumer[T, C]) Stats() Stats[C] { return r.s.snapshot() }
 // snapshot returns a copy of Stats, with the pipeline's events in flight.
 func (r *supervisor[T, C]) snapshot() Stats[C] {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	s := r.stats
+	r.mu.Unlock()
 	if p := r.pipe.Load(); p != nil {
-		s.InFlight = int(p.inFlight.Load())
+		s.InFlight = p.inFlight()
 	}
 	return s
 }
