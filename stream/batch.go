@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -176,7 +177,11 @@ func (r *supervisor[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch
 	}
 	for {
 		end, err := r.fill(ctx, q, b, linger)
+		var qf quietFailed
 		switch {
+		case errors.As(err, &qf):
+			b.reset() // read again after the committed cursor
+			return r.saveEnded(ctx, o, qf.err)
 		case err != nil:
 			return o.final(err)
 		case errwalk.Is(end, errReaderPanicked): // raised once the deferred stop ended the reader and closed the Conn
@@ -258,16 +263,44 @@ func (r *supervisor[T, C]) fill(ctx context.Context, q *ahead[T], b *batch[T, C]
 				lingered = linger.C
 			}
 		}
-		if wake := q.waitForN(need); wake != nil {
-			select {
-			case <-wake:
-			case <-lingered:
-				lingered, due = nil, true
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		switch ran, err := r.await(ctx, q.waitForN(need), lingered); {
+		case err != nil:
+			return nil, err
+		case ran:
+			lingered, due = nil, true
 		}
 	}
+}
+
+// quietFailed is what fill returns when the interval save of a quiet
+// stream failed while the loop waited: the connection ends as after any
+// failed save.
+type quietFailed struct{ err error }
+
+func (q quietFailed) Error() string { return q.err.Error() }
+
+// await waits for the ring's wake (nil: nothing to wait for), the linger
+// or ctx's end, and reports whether the linger ran out. Under
+// WithCheckpointInterval a stream gone quiet is saved meanwhile, as Run's
+// loop does while it waits in Recv; that save's failure is a quietFailed.
+func (r *supervisor[T, C]) await(ctx context.Context, wake <-chan struct{}, lingered <-chan time.Time) (ran bool, err error) {
+	if wake == nil {
+		return false, nil
+	}
+	away := r.interval > 0 && r.unsaved > 0 && r.leave(ctx)
+	select {
+	case <-wake:
+	case <-lingered:
+		ran = true
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if away {
+		if serr := r.back(); serr != nil && err == nil {
+			return ran, quietFailed{serr}
+		}
+	}
+	return ran, err
 }
 
 // addRun takes events from evs into b until the batch is ready (full, or

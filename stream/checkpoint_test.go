@@ -249,20 +249,34 @@ func (c *quietConn) Close() error {
 // interval has passed, not at its next event (which may never come): with
 // one handler (Run's goroutine waits in Recv) and with several.
 func TestQuietStreamSavedAfterInterval(t *testing.T) {
-	for _, n := range []int{1, 4} {
-		t.Run(fmt.Sprintf("concurrency=%d", n), func(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		batch bool
+		opts  []stream.Option
+	}{
+		{name: "concurrency=1"},
+		{name: "concurrency=4", opts: []stream.Option{stream.WithConcurrency(4)}},
+		{name: "RunBatch", batch: true, opts: []stream.Option{stream.WithBatch(10, 0)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
 					return newQuietConn(ev{Seq: 1}, ev{Seq: 2}, ev{Seq: 3}), nil
 				})
 				store := cursor.NewMemory[int64](0)
-				r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithConcurrency(n), stream.WithCheckpointInterval(time.Second))
+				r, err := stream.New(src, extract, cursor.Store[int64](store), append(c.opts, stream.WithCheckpointInterval(time.Second))...)
 				if err != nil {
 					t.Fatal(err)
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
-				go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
+				go func() {
+					if c.batch {
+						done <- r.RunBatch(ctx, func(context.Context, []ev) error { return nil })
+						return
+					}
+					done <- r.Run(ctx, func(context.Context, ev) error { return nil })
+				}()
 				synctest.Wait() // all three handled; the stream is quiet
 				if got := r.Stats().Cursor; got != 3 {
 					t.Fatalf("Stats().Cursor = %d, want 3", got)
@@ -288,36 +302,13 @@ func TestQuietStreamSavedAfterInterval(t *testing.T) {
 // connection (counted, reopened), and its panic reaches Run's caller, even
 // though Run's goroutine was waiting in Recv on a stream that stays quiet.
 func TestQuietSaveFailureAndPanic(t *testing.T) {
-	t.Run("failure", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			var opens atomic.Int64
-			src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
-				if opens.Add(1) == 1 {
-					return newQuietConn(ev{Seq: 1}, ev{Seq: 2}), nil
-				}
-				return newQuietConn(), nil
-			})
-			store := &nthSaveFails{n: 1, err: errors.New("disk full")} // the quiet save is the first
-			r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithCheckpointInterval(time.Second), stream.WithBackoff(backoff.Constant(time.Millisecond)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- r.Run(ctx, func(context.Context, ev) error { return nil }) }()
-			synctest.Wait()
-			time.Sleep(2 * time.Second)
-			synctest.Wait()
-			st := r.Stats()
-			if st.SaveErrors != 1 || st.Opens != 2 || st.Saves != 1 {
-				t.Errorf("Stats() = %+v; want 1 failed quiet save that ended its connection, a reopen, and a quiet save on it", st)
-			}
-			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) {
-				t.Errorf("Run() = %v, want context.Canceled", err)
-			}
-		})
-	})
+	for _, batch := range []bool{false, true} {
+		name := "failure"
+		if batch {
+			name = "failure/RunBatch"
+		}
+		t.Run(name, func(t *testing.T) { quietSaveFails(t, batch) })
+	}
 	t.Run("panic", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
@@ -333,6 +324,69 @@ func TestQuietSaveFailureAndPanic(t *testing.T) {
 				t.Errorf("Run() panicked with %v (err %v), want the Store's panic", p, err)
 			}
 		})
+	})
+	t.Run("panic/RunBatch", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+				return newQuietConn(ev{Seq: 1}, ev{Seq: 2}), nil
+			})
+			store := &panicOnSave{at: 2}
+			r, err := stream.New(src, extract, cursor.Store[int64](store), stream.WithCheckpointInterval(time.Second), stream.WithBatch(10, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				_ = r.RunBatch(context.Background(), func(context.Context, []ev) error { return nil })
+			}()
+			if p := <-done; p != "quiet save" {
+				t.Errorf("RunBatch() panicked with %v, want the Store's panic", p)
+			}
+		})
+	})
+}
+
+// quietSaveFails runs TestQuietSaveFailureAndPanic's failure under Run or
+// RunBatch.
+func quietSaveFails(t *testing.T, batch bool) {
+	synctest.Test(t, func(t *testing.T) {
+		var opens atomic.Int64
+		src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+			if opens.Add(1) == 1 {
+				return newQuietConn(ev{Seq: 1}, ev{Seq: 2}), nil
+			}
+			return newQuietConn(), nil
+		})
+		store := &nthSaveFails{n: 1, err: errors.New("disk full")} // the quiet save is the first
+		opts := []stream.Option{stream.WithCheckpointInterval(time.Second), stream.WithBackoff(backoff.Constant(time.Millisecond))}
+		if batch {
+			opts = append(opts, stream.WithBatch(10, 0))
+		}
+		r, err := stream.New(src, extract, cursor.Store[int64](store), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			if batch {
+				done <- r.RunBatch(ctx, func(context.Context, []ev) error { return nil })
+				return
+			}
+			done <- r.Run(ctx, func(context.Context, ev) error { return nil })
+		}()
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		st := r.Stats()
+		if st.SaveErrors != 1 || st.Opens != 2 || st.Saves != 1 {
+			t.Errorf("Stats() = %+v; want 1 failed quiet save that ended its connection, a reopen, and a quiet save on it", st)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run() = %v, want context.Canceled", err)
+		}
 	})
 }
 

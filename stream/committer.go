@@ -29,8 +29,9 @@ import (
 //     hooked): the final save, on a context that outlives ctx, follows;
 //   - under WithCheckpointInterval a stream that goes quiet is saved once
 //     the interval has passed, not at its next event: a serial loop hands
-//     the committer to a timer while it waits in Recv (quietSave), the
-//     pipeline's committer sets one for itself.
+//     the committer to a timer while it waits in Recv, RunBatch's while it
+//     waits for the read-ahead ring (quietSave); the pipeline's committer
+//     sets one for itself.
 
 // committer is the committer's state: the Store, the cadence, what the
 // Store lags behind, Stats and the hooks. The supervisor holds it; with
@@ -282,12 +283,13 @@ func (r *supervisor[T, C]) newConnection() {
 	r.saveFailed = false
 }
 
-// quietSave is the interval save of a serial loop (one handler: Run's
-// goroutine commits) that waits in Recv with commits the Store does not
-// hold yet: a timer saves them once the interval has passed. Run's
-// goroutine and the timer hand the committer over under mu: the timer
-// commits only while Run's goroutine is away in Recv, and Run's goroutine,
-// back, waits for a save in progress before it goes on.
+// quietSave is the interval save of a serial loop (one handler, or
+// RunBatch: Run's goroutine commits) that waits for events (in Recv, or
+// for RunBatch's read-ahead ring) with commits the Store does not hold
+// yet: a timer saves them once the interval has passed. Run's goroutine
+// and the timer hand the committer over under mu: the timer commits only
+// while Run's goroutine is away waiting, and Run's goroutine, back, waits
+// for a save in progress before it goes on.
 type quietSave[T, C any] struct {
 	mu       sync.Mutex
 	away     bool        // Run's goroutine waits in Recv: the timer may save

@@ -171,8 +171,7 @@ func WithCheckpointEvery(n int) Option {
 // after d has passed since the last save. Used alone it replaces the default
 // save-per-event; with [WithCheckpointEvery], whichever comes first saves.
 // A stream that goes quiet is saved d after the last save all the same,
-// without waiting for its next event (with RunBatch: when the connection
-// ends). After a crash, the events handled in the last d may be
+// without waiting for its next event. After a crash, the events handled in the last d may be
 // redelivered. A negative d makes New fail; 0 turns interval saves off.
 func WithCheckpointInterval(d time.Duration) Option {
 	return durationOption("WithCheckpointInterval", d, func(cfg *config) { cfg.interval = d })
