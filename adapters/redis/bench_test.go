@@ -395,63 +395,85 @@ func BenchmarkGroupConcurrency(b *testing.B) {
 }
 
 // BenchmarkIdentity measures what the identity check adds to a Source's
-// read: one op is a non-blocking XREAD COUNT 100 of a 100-entry stream,
-// alone (as the plain loop reads), in one round trip after the Source's
-// script (EVALSHA), and after XINFO STREAM, whose whole reply (the first
-// and last entries with their fields) go-redis parses. It reports the
-// client's and redis-server's CPU time per op.
+// read: one op is a non-blocking XREAD from the start of a 100-entry
+// stream, alone (as the plain loop reads; also in a pipeline of its own),
+// in one round trip after the Source's script (EVALSHA), and after XINFO
+// STREAM, whose whole reply (the first and last entries with their
+// fields) go-redis parses (into its XInfoStream, or, with Do, into plain
+// values); with entries of one 1-byte field, COUNT 100, and of one 16 KiB
+// field, COUNT 100 and COUNT 1. It reports the client's and
+// redis-server's CPU time per op.
 func BenchmarkIdentity(b *testing.B) {
 	rdb := benchServer(b)
-	key := newKey(b)
-	fill(b, rdb, key, 100)
-	read := func(ctx context.Context, p goredis.Cmdable) *goredis.XStreamSliceCmd {
-		return p.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, "0-0"}, Count: 100, Block: -1})
-	}
-	for _, tt := range []struct {
-		name string
-		read func(ctx context.Context) error
-	}{
-		{name: "xread", read: func(ctx context.Context) error { return read(ctx, rdb).Err() }},
-		{name: "pipelined-xread", read: func(ctx context.Context) error {
-			var cmd *goredis.XStreamSliceCmd
-			_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				cmd = read(ctx, p)
-				return nil
-			})
-			return cmd.Err()
-		}},
-		{name: "script+xread", read: func(ctx context.Context) error {
-			var cmd *goredis.XStreamSliceCmd
-			err := redis.ReadIdentity(ctx, rdb, key, func(p goredis.Pipeliner) { cmd = read(ctx, p) })
-			return errors.Join(err, cmd.Err())
-		}},
-		{name: "xinfo+xread", read: func(ctx context.Context) error {
-			var info *goredis.XInfoStreamCmd
-			var cmd *goredis.XStreamSliceCmd
-			_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				info, cmd = p.XInfoStream(ctx, key), read(ctx, p)
-				return nil
-			})
-			return errors.Join(info.Err(), cmd.Err())
-		}},
-	} {
-		b.Run(tt.name, func(b *testing.B) {
-			ctx := context.Background()
-			if err := tt.read(ctx); err != nil {
-				b.Fatal(err)
+	for _, shape := range []struct{ value, count int }{{1, 100}, {16 << 10, 100}, {16 << 10, 1}} {
+		key := newKey(b)
+		ctx := context.Background()
+		_, err := rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for range 100 {
+				p.XAdd(ctx, &goredis.XAddArgs{Stream: key, Values: []string{"k", strings.Repeat("v", shape.value)}})
 			}
-			b.ReportAllocs()
-			runtime.GC()
-			srv := serverCPU(b, rdb)
-			b.ResetTimer()
-			defer reportCPU(b)()
-			for range b.N {
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		read := func(ctx context.Context, p goredis.Cmdable) *goredis.XStreamSliceCmd {
+			return p.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, "0-0"}, Count: int64(shape.count), Block: -1})
+		}
+		for _, tt := range []struct {
+			name string
+			read func(ctx context.Context) error
+		}{
+			{name: "xread", read: func(ctx context.Context) error { return read(ctx, rdb).Err() }},
+			{name: "pipelined-xread", read: func(ctx context.Context) error {
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					cmd = read(ctx, p)
+					return nil
+				})
+				return cmd.Err()
+			}},
+			{name: "script+xread", read: func(ctx context.Context) error {
+				var cmd *goredis.XStreamSliceCmd
+				err := redis.ReadIdentity(ctx, rdb, key, func(p goredis.Pipeliner) { cmd = read(ctx, p) })
+				return errors.Join(err, cmd.Err())
+			}},
+			{name: "xinfo+xread", read: func(ctx context.Context) error {
+				var info *goredis.XInfoStreamCmd
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					info, cmd = p.XInfoStream(ctx, key), read(ctx, p)
+					return nil
+				})
+				return errors.Join(info.Err(), cmd.Err())
+			}},
+			{name: "do-xinfo+xread", read: func(ctx context.Context) error {
+				var info *goredis.Cmd
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					info, cmd = p.Do(ctx, "XINFO", "STREAM", key), read(ctx, p)
+					return nil
+				})
+				return errors.Join(info.Err(), cmd.Err())
+			}},
+		} {
+			b.Run(fmt.Sprintf("%s/value=%dB/count=%d", tt.name, shape.value, shape.count), func(b *testing.B) {
 				if err := tt.read(ctx); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((serverCPU(b, rdb)-srv).Nanoseconds())/float64(b.N), "srv-cpu-ns/op")
-		})
+				b.ReportAllocs()
+				runtime.GC()
+				srv := serverCPU(b, rdb)
+				b.ResetTimer()
+				defer reportCPU(b)()
+				for range b.N {
+					if err := tt.read(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64((serverCPU(b, rdb)-srv).Nanoseconds())/float64(b.N), "srv-cpu-ns/op")
+			})
+		}
 	}
 }

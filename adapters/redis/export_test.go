@@ -31,3 +31,7 @@ func ParseInfo(s string) (length, added int64, last, maxDeleted, first string, o
 	in, ok := parseInfo(s)
 	return in.length, in.added, in.last, in.maxDeleted, in.first, ok
 }
+
+// CompareParsed is Compare without its fast path for IDs as Redis writes
+// them.
+var CompareParsed = compareParsed
