@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
@@ -364,4 +365,37 @@ func TestGroupRefusesSecondLiveConsumer(t *testing.T) {
 	if _, err := handleUntil(t, third, 1, nil); err != nil {
 		t.Errorf("Run() after the first stopped = %v, want nil", err)
 	}
+}
+
+// TestSourceOnRing: a Source on a Ring (its script and reads go through
+// the Ring's pipelines, its blocking reads through the Ring itself) reads
+// the stream and catches its replacement.
+func TestSourceOnRing(t *testing.T) {
+	srv, rdb := server(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr}})
+	defer ring.Close()
+	ids := add(t, rdb, "s", 0, 5)
+	src, err := redis.NewSource(ring, "s", redis.WithCount(2), redis.WithBlock(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	var got []string
+	err = r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		if e.ID == ids[len(ids)-1] {
+			rdb.Del(context.Background(), "s")
+			add(t, rdb, "s", 100, 2)
+		}
+		return nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want ErrSourceChanged", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	ways[0].check(t, rdb)
 }

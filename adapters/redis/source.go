@@ -189,7 +189,7 @@ type sourceConn struct {
 }
 
 // Recv returns the next entry, reading a batch when none is left: a
-// pipeline of XINFO STREAM and a non-blocking XREAD, then, when that found
+// pipeline of the identity check and a non-blocking XREAD, then, when that found
 // nothing, a blocking XREAD of at most the block time.
 func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 	for {
