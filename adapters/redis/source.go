@@ -28,11 +28,11 @@ var errClosed = errors.New("redis: connection closed")
 // script that calls XINFO STREAM and returns only the fields the check
 // needs; XINFO STREAM itself where scripts are refused); a blocking read
 // that returned entries is followed by one, before they are handed over.
-// A read fails with an error
-// matching stream.ErrSourceChanged when the stream, seen before or named
-// by a cursor, is missing or went back (deleted and added to again), and
-// with an errclass.Expired error when entries after the cursor were
-// trimmed before they were read (see docs/redis.md).
+// A read fails with an error matching stream.ErrSourceChanged when the
+// stream, seen before or named by a cursor, is missing or went back
+// (deleted and added to again), and with an errclass.Expired error when
+// entries after the cursor were trimmed before they were read (see
+// docs/redis.md).
 type Source struct {
 	rdb goredis.UniversalClient
 	key string
@@ -189,8 +189,8 @@ type sourceConn struct {
 }
 
 // Recv returns the next entry, reading a batch when none is left: a
-// pipeline of the identity check and a non-blocking XREAD, then, when that found
-// nothing, a blocking XREAD of at most the block time.
+// pipeline of the identity check and a non-blocking XREAD, then, when
+// that found nothing, a blocking XREAD of at most the block time.
 func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 	for {
 		if c.next < len(c.buf) {
