@@ -3,7 +3,12 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,139 +51,307 @@ func benchServer(b *testing.B) *goredis.Client {
 	return rdb
 }
 
-// BenchmarkGroup consumes b.N entries with a Group and a handler that does
-// nothing, beside the plain go-redis loop it replaces (XREADGROUP COUNT
-// 100, then one XACK of the batch), on the same server.
-func BenchmarkGroup(b *testing.B) {
-	rdb := benchServer(b)
-	b.Run("resumable", func(b *testing.B) {
-		key := newKey(b)
-		fill(b, rdb, key, b.N)
-		g, err := redis.NewGroup(rdb, key, "g", "c1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := redis.NewGroupResumer(g)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		defer reportCPU(b)()
-		n := 0
-		err = r.Run(context.Background(), g.Handler(func(context.Context, redis.Entry) error {
-			n++
-			if n == b.N {
+// A side is one way of consuming n entries of the stream key, which
+// holds them (a group's side makes its group there first): it sets up
+// what it needs, untimed, and returns the timed run.
+type side func(b *testing.B, rdb *goredis.Client, key string, n int) (run func() error)
+
+// groupSide consumes with a Group and a handler that does nothing
+// (NewGroupResumer, defaults).
+func groupSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	g, err := redis.NewGroup(rdb, key, "g", "c1", redis.WithCount(int(*readCount)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := redis.NewGroupResumer(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() error {
+		seen := 0
+		return r.Run(context.Background(), g.Handler(func(context.Context, redis.Entry) error {
+			if seen++; seen == n {
 				return stream.ErrStop
 			}
 			return nil
 		}))
-		if err != nil {
-			b.Fatal(err)
-		}
-	})
-	b.Run("go-redis-loop", func(b *testing.B) {
-		key := newKey(b)
-		fill(b, rdb, key, b.N)
-		ctx := context.Background()
-		if err := rdb.XGroupCreate(ctx, key, "g", "0").Err(); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		defer reportCPU(b)()
-		for n := 0; n < b.N; {
-			res, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{key, ">"}, Count: 100, Block: time.Second}).Result()
+	}
+}
+
+// groupLoop is the plain go-redis loop a Group replaces: XREADGROUP COUNT
+// 100 BLOCK 1s, then one XACK of the batch.
+func groupLoop(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	ctx := context.Background()
+	if err := rdb.XGroupCreate(ctx, key, "g", "0").Err(); err != nil {
+		b.Fatal(err)
+	}
+	return func() error {
+		for seen := 0; seen < n; {
+			res, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{key, ">"}, Count: *readCount, Block: time.Second}).Result()
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
 			ids := make([]string, 0, len(res[0].Messages))
 			for _, m := range res[0].Messages {
 				ids = append(ids, m.ID)
-				n++
+				seen++
 			}
 			if err := rdb.XAck(ctx, key, "g", ids...).Err(); err != nil {
-				b.Fatal(err)
+				return err
 			}
 		}
-	})
+		return nil
+	}
 }
 
-// BenchmarkSource reads b.N entries with a Source (its cursor in memory)
-// and a handler that does nothing, beside the plain go-redis loop it
-// replaces (XREAD COUNT 100 from the last ID read), on the same server. Run
-// with -count the two alternate, so that they share the machine's load.
-func BenchmarkSource(b *testing.B) {
-	rdb := benchServer(b)
-	b.Run("resumable", func(b *testing.B) {
-		key := newKey(b)
-		fill(b, rdb, key, b.N)
-		src, err := redis.NewSource(rdb, key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := redis.NewResumer(src, cursor.NewMemory(""))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		defer reportCPU(b)()
-		n := 0
-		err = r.Run(context.Background(), func(context.Context, redis.Entry) error {
-			n++
-			if n == b.N {
+// sourceSide reads with a Source, its cursor in memory, and a handler that
+// does nothing (NewResumer, defaults).
+func sourceSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := redis.NewResumer(src, cursor.NewMemory(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() error {
+		seen := 0
+		return r.Run(context.Background(), func(context.Context, redis.Entry) error {
+			if seen++; seen == n {
 				return stream.ErrStop
 			}
 			return nil
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	})
-	// The Source's connection alone, without a Resumer: what the adapter
-	// adds to the plain loop, apart from the stream's own work.
-	b.Run("conn", func(b *testing.B) {
-		key := newKey(b)
-		fill(b, rdb, key, b.N)
-		src, err := redis.NewSource(rdb, key)
-		if err != nil {
-			b.Fatal(err)
-		}
+	}
+}
+
+// xinfoSide is sourceSide with the stream's identity read by XINFO STREAM,
+// as where scripts are refused.
+func xinfoSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	redis.UseXInfo(src)
+	r, err := redis.NewResumer(src, cursor.NewMemory(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() error {
+		seen := 0
+		return r.Run(context.Background(), func(context.Context, redis.Entry) error {
+			if seen++; seen == n {
+				return stream.ErrStop
+			}
+			return nil
+		})
+	}
+}
+
+// connSide reads with a Source's connection alone, Recv in a loop without
+// a Resumer: what the adapter adds to the plain loop, apart from the
+// stream's own work.
+func connSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() error {
 		ctx := context.Background()
 		c, err := src.Open(ctx, "")
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		defer c.Close()
-		b.ReportAllocs()
-		b.ResetTimer()
-		defer reportCPU(b)()
-		for range b.N {
+		for range n {
 			if _, err := c.Recv(ctx); err != nil {
-				b.Fatal(err)
+				return err
 			}
 		}
-	})
-	b.Run("go-redis-loop", func(b *testing.B) {
-		key := newKey(b)
-		fill(b, rdb, key, b.N)
+		return nil
+	}
+}
+
+// sourceLoop is the plain go-redis loop a Source replaces: XREAD COUNT 100
+// BLOCK 1s from the last ID read.
+func sourceLoop(_ *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	return func() error {
 		ctx := context.Background()
-		b.ReportAllocs()
-		b.ResetTimer()
-		defer reportCPU(b)()
 		last := "0-0"
-		for n := 0; n < b.N; {
-			res, err := rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, last}, Count: 100, Block: time.Second}).Result()
+		for seen := 0; seen < n; {
+			res, err := rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, last}, Count: *readCount, Block: time.Second}).Result()
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
 			for _, m := range res[0].Messages {
 				last = m.ID
-				n++
+				seen++
 			}
 		}
-	})
+		return nil
+	}
+}
+
+// bench runs one side over b.N entries of a stream of its own.
+func bench(b *testing.B, s side) {
+	rdb := benchServer(b)
+	key := newKey(b)
+	fill(b, rdb, key, b.N)
+	run := s(b, rdb, key, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b)()
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkGroup consumes b.N entries with a Group and a handler that does
+// nothing, beside the plain go-redis loop it replaces; BenchmarkPaired
+// compares them.
+func BenchmarkGroup(b *testing.B) {
+	b.Run("resumable", func(b *testing.B) { bench(b, groupSide) })
+	b.Run("go-redis-loop", func(b *testing.B) { bench(b, groupLoop) })
+}
+
+// BenchmarkSource reads b.N entries with a Source (its cursor in memory)
+// and a handler that does nothing, with the Source's connection alone,
+// and with the plain go-redis loop it replaces; BenchmarkPaired compares
+// them.
+func BenchmarkSource(b *testing.B) {
+	b.Run("resumable", func(b *testing.B) { bench(b, sourceSide) })
+	b.Run("conn", func(b *testing.B) { bench(b, connSide) })
+	b.Run("go-redis-loop", func(b *testing.B) { bench(b, sourceLoop) })
+}
+
+var (
+	pairs     = flag.Int("pairs", 12, "rounds of BenchmarkPaired")
+	readCount = flag.Int64("read-count", 100, "COUNT of every read in BenchmarkGroup, BenchmarkSource and BenchmarkPaired, both sides (WithCount)")
+)
+
+// BenchmarkPaired runs each adapter's side and the plain loop it replaces
+// alternately, -pairs rounds of b.N entries a side in one process (one
+// server, a fresh stream for each run, the order reversed every other
+// round, a GC before each run), and reports the medians and ranges over
+// the rounds of the ratios ours/theirs: throughput (x: above 1 is faster)
+// and the client's CPU time per entry (cpu-x: getrusage, below 1 is
+// cheaper), and each side's median CPU and allocations per entry. Run it
+// with -benchtime=50000x or more: the ratios of short runs are noise.
+func BenchmarkPaired(b *testing.B) {
+	tests := []struct {
+		name         string
+		ours, theirs side
+	}{
+		{name: "source", ours: sourceSide, theirs: sourceLoop},
+		{name: "conn", ours: connSide, theirs: sourceLoop},
+		{name: "script-xinfo", ours: sourceSide, theirs: xinfoSide},
+		{name: "group", ours: groupSide, theirs: groupLoop},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			rdb := benchServer(b)
+			b.ReportAllocs()
+			var x, cpuX, srvX, oursCPU, theirsCPU, oursAllocs, theirsAllocs []float64
+			for i := range *pairs {
+				first, second := tt.ours, tt.theirs
+				if i%2 == 1 {
+					first, second = second, first
+				}
+				a := measure(b, rdb, first)
+				c := measure(b, rdb, second)
+				if i%2 == 1 {
+					a, c = c, a
+				}
+				x = append(x, float64(c.wall)/float64(a.wall))
+				cpuX = append(cpuX, float64(a.cpu)/float64(c.cpu))
+				srvX = append(srvX, float64(a.srvCPU)/float64(c.srvCPU))
+				oursCPU = append(oursCPU, float64(a.cpu.Nanoseconds())/float64(b.N))
+				theirsCPU = append(theirsCPU, float64(c.cpu.Nanoseconds())/float64(b.N))
+				oursAllocs = append(oursAllocs, float64(a.allocs)/float64(b.N))
+				theirsAllocs = append(theirsAllocs, float64(c.allocs)/float64(b.N))
+			}
+			slices.Sort(x)
+			slices.Sort(cpuX)
+			b.ReportMetric(median(x), "x")
+			b.ReportMetric(x[0], "x-min")
+			b.ReportMetric(x[len(x)-1], "x-max")
+			b.ReportMetric(median(cpuX), "cpu-x")
+			b.ReportMetric(cpuX[0], "cpu-x-min")
+			b.ReportMetric(cpuX[len(cpuX)-1], "cpu-x-max")
+			b.ReportMetric(median(srvX), "srv-cpu-x")
+			b.ReportMetric(median(oursCPU), "cpu-ns/entry-ours")
+			b.ReportMetric(median(theirsCPU), "cpu-ns/entry-theirs")
+			b.ReportMetric(median(oursAllocs), "allocs/entry-ours")
+			b.ReportMetric(median(theirsAllocs), "allocs/entry-theirs")
+		})
+	}
+}
+
+// run is what one timed run took.
+type run struct {
+	wall, cpu, srvCPU time.Duration // srvCPU: redis-server's
+	allocs            uint64
+}
+
+// measure runs s over b.N entries of a fresh stream, which it deletes
+// after.
+func measure(b *testing.B, rdb *goredis.Client, s side) run {
+	b.StopTimer()
+	key := newKey(b)
+	fill(b, rdb, key, b.N)
+	do := s(b, rdb, key, b.N)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	allocs := ms.Mallocs
+	cpu, srvCPU := cpuTime(), serverCPU(b, rdb)
+	b.StartTimer()
+	start := time.Now()
+	err := do()
+	wall := time.Since(start)
+	b.StopTimer()
+	cpu, srvCPU = cpuTime()-cpu, serverCPU(b, rdb)-srvCPU
+	runtime.ReadMemStats(&ms)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rdb.Del(context.Background(), key).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	return run{wall: wall, cpu: cpu, srvCPU: srvCPU, allocs: ms.Mallocs - allocs}
+}
+
+// serverCPU returns the CPU time redis-server used so far (INFO CPU: its
+// user and system time).
+func serverCPU(b *testing.B, rdb *goredis.Client) time.Duration {
+	text, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// median returns the median of sorted xs.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // BenchmarkGroupConcurrency consumes b.N entries with a handler that takes
@@ -218,5 +391,89 @@ func BenchmarkGroupConcurrency(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkIdentity measures what the identity check adds to a Source's
+// read: one op is a non-blocking XREAD from the start of a 100-entry
+// stream, alone (as the plain loop reads; also in a pipeline of its own),
+// in one round trip after the Source's script (EVALSHA), and after XINFO
+// STREAM, whose whole reply (the first and last entries with their
+// fields) go-redis parses (into its XInfoStream, or, with Do, into plain
+// values); with entries of one 1-byte field, COUNT 100, and of one 16 KiB
+// field, COUNT 100 and COUNT 1. It reports the client's and
+// redis-server's CPU time per op.
+func BenchmarkIdentity(b *testing.B) {
+	rdb := benchServer(b)
+	for _, shape := range []struct{ value, count int }{{1, 100}, {16 << 10, 100}, {16 << 10, 1}} {
+		key := newKey(b)
+		ctx := context.Background()
+		_, err := rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for range 100 {
+				p.XAdd(ctx, &goredis.XAddArgs{Stream: key, Values: []string{"k", strings.Repeat("v", shape.value)}})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		read := func(ctx context.Context, p goredis.Cmdable) *goredis.XStreamSliceCmd {
+			return p.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, "0-0"}, Count: int64(shape.count), Block: -1})
+		}
+		for _, tt := range []struct {
+			name string
+			read func(ctx context.Context) error
+		}{
+			{name: "xread", read: func(ctx context.Context) error { return read(ctx, rdb).Err() }},
+			{name: "pipelined-xread", read: func(ctx context.Context) error {
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					cmd = read(ctx, p)
+					return nil
+				})
+				return cmd.Err()
+			}},
+			{name: "script+xread", read: func(ctx context.Context) error {
+				var cmd *goredis.XStreamSliceCmd
+				err := redis.ReadIdentity(ctx, rdb, key, func(p goredis.Pipeliner) { cmd = read(ctx, p) })
+				return errors.Join(err, cmd.Err())
+			}},
+			{name: "xinfo+xread", read: func(ctx context.Context) error {
+				var info *goredis.XInfoStreamCmd
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					info, cmd = p.XInfoStream(ctx, key), read(ctx, p)
+					return nil
+				})
+				return errors.Join(info.Err(), cmd.Err())
+			}},
+			{name: "do-xinfo+xread", read: func(ctx context.Context) error {
+				var info *goredis.Cmd
+				var cmd *goredis.XStreamSliceCmd
+				_, _ = rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					info, cmd = p.Do(ctx, "XINFO", "STREAM", key), read(ctx, p)
+					return nil
+				})
+				return errors.Join(info.Err(), cmd.Err())
+			}},
+		} {
+			b.Run(fmt.Sprintf("%s/value=%dB/count=%d", tt.name, shape.value, shape.count), func(b *testing.B) {
+				if err := tt.read(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				runtime.GC()
+				srv := serverCPU(b, rdb)
+				b.ResetTimer()
+				defer reportCPU(b)()
+				for range b.N {
+					if err := tt.read(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64((serverCPU(b, rdb)-srv).Nanoseconds())/float64(b.N), "srv-cpu-ns/op")
+			})
+		}
 	}
 }

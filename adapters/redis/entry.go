@@ -44,6 +44,22 @@ func Extract(e Entry) (string, error) { return e.ID, nil }
 // empty string and "0" are before every ID; text that is not an ID sorts
 // as 0-0. It is the cursor order of both modes ([NewResumer] sets it).
 func Compare(a, b string) int {
+	// IDs as Redis writes them compare without parsing: by length, then
+	// digit by digit. It is the cursor order: the stream runs it on every
+	// entry.
+	if am, as, ok := canonical(a); ok {
+		if bm, bs, ok := canonical(b); ok {
+			if c := compareDigits(am, bm); c != 0 {
+				return c
+			}
+			return compareDigits(as, bs)
+		}
+	}
+	return compareParsed(a, b)
+}
+
+// compareParsed is Compare for any text.
+func compareParsed(a, b string) int {
 	am, as := parseID(a)
 	bm, bs := parseID(b)
 	switch {
@@ -57,6 +73,43 @@ func Compare(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// canonical splits id into its milliseconds and sequence when it is an ID
+// as Redis writes it: two decimal numbers without leading zeros, each of
+// at most 19 digits (below 2^64), joined by "-".
+func canonical(id string) (ms, seq string, ok bool) {
+	i := strings.IndexByte(id, '-')
+	if i < 0 {
+		return "", "", false
+	}
+	ms, seq = id[:i], id[i+1:]
+	return ms, seq, decimal(ms) && decimal(seq)
+}
+
+// decimal reports whether s is a decimal number of 1 to 19 digits without
+// leading zeros.
+func decimal(s string) bool {
+	if len(s) == 0 || len(s) > 19 || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// compareDigits orders two decimal numbers without leading zeros.
+func compareDigits(a, b string) int {
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // CompareIDs is [Compare].

@@ -1,7 +1,11 @@
 package redis
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -31,6 +35,105 @@ func readInfo(key string, cmd *goredis.XInfoStreamCmd) (info, error) {
 	}
 	return info{exists: true, length: v.Length, added: v.EntriesAdded, last: v.LastGeneratedID,
 		maxDeleted: v.MaxDeletedEntryID, first: v.FirstEntry.ID}, nil
+}
+
+// infoScript replies to XINFO STREAM with only what an info holds, as one
+// string: "length entries-added last-generated-id max-deleted-entry-id
+// first-entry-id" (the last two empty where Redis before 7 lacks the field
+// or the stream is empty; entries-added 0 where it lacks it); nil for a
+// missing key, Redis's error for a key of another type. go-redis would
+// parse XINFO STREAM's whole reply, the first and last entries with their
+// fields included, on every read. Redis's Lua holds integers as doubles:
+// counters past 2^53 would lose their last digits.
+var infoScript = goredis.NewScript(`local t = redis.pcall('XINFO', 'STREAM', KEYS[1])
+if t['err'] then
+  if string.find(t['err'], 'no such key', 1, true) then return false end
+  return t
+end
+local v = {}
+for i = 1, #t, 2 do v[t[i]] = t[i + 1] end
+local first = ''
+if v['first-entry'] then first = v['first-entry'][1] end
+return string.format('%d %d %s %s %s', v['length'], v['entries-added'] or 0, v['last-generated-id'], v['max-deleted-entry-id'] or '', first)`)
+
+// An infoVia says how a stream's info is read: by infoScript (EVALSHA, or
+// EVAL when the server's script cache lacks it), or by XINFO STREAM where
+// scripts are refused (an ACL without EVAL, a server without scripting).
+type infoVia int32
+
+const (
+	viaEvalSha infoVia = iota
+	viaEval
+	viaXInfo
+)
+
+// infoCmd is a read of a stream's info, queued in a pipeline.
+type infoCmd struct {
+	key    string
+	via    infoVia
+	script *goredis.Cmd
+	xinfo  *goredis.XInfoStreamCmd
+}
+
+// queueInfo queues the read of key's info via via.
+func queueInfo(ctx context.Context, p goredis.Pipeliner, key string, via infoVia) infoCmd {
+	c := infoCmd{key: key, via: via}
+	keys := []string{key}
+	switch via {
+	case viaEvalSha:
+		c.script = infoScript.EvalSha(ctx, p, keys)
+	case viaEval:
+		c.script = infoScript.Eval(ctx, p, keys)
+	default:
+		c.xinfo = p.XInfoStream(ctx, key)
+	}
+	return c
+}
+
+// result returns the info read, or, when the server refused the way it
+// was read, the way to read it again (the pipeline is run again with it;
+// the commands in it must be idempotent): EVAL when the script was not
+// in the cache (EVAL loads it), XINFO STREAM when scripts are refused.
+func (c infoCmd) result() (in info, again infoVia, retry bool, err error) {
+	if c.xinfo != nil {
+		in, err = readInfo(c.key, c.xinfo)
+		return in, 0, false, err
+	}
+	s, err := c.script.Text()
+	switch {
+	case err == nil:
+	case errors.Is(err, goredis.Nil):
+		return info{}, 0, false, nil
+	case c.via == viaEvalSha && goredis.HasErrorPrefix(err, "NOSCRIPT"):
+		return info{}, viaEval, true, nil
+	case goredis.HasErrorPrefix(err, "NOPERM"), goredis.HasErrorPrefix(err, "unknown command"):
+		return info{}, viaXInfo, true, nil
+	default:
+		return info{}, 0, false, classify("XINFO STREAM "+c.key+" (script)", err)
+	}
+	in, ok := parseInfo(s)
+	if !ok {
+		return info{}, 0, false, fmt.Errorf("redis: XINFO STREAM %s (script): reply %q: want length, entries-added and three IDs", c.key, s)
+	}
+	return in, 0, false, nil
+}
+
+// parseInfo reads infoScript's reply.
+func parseInfo(s string) (info, bool) {
+	f := [5]string{}
+	for i := range 4 {
+		var ok bool
+		if f[i], s, ok = strings.Cut(s, " "); !ok {
+			return info{}, false
+		}
+	}
+	f[4] = s
+	length, err1 := strconv.ParseInt(f[0], 10, 64)
+	added, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return info{}, false
+	}
+	return info{exists: true, length: length, added: added, last: f[2], maxDeleted: f[3], first: f[4]}, true
 }
 
 // history is what a Source or a Group saw of a stream during its life.

@@ -3,14 +3,18 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/resumable-go/resumable/adapters/redis"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/internal/testkit/redistest"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -32,9 +36,93 @@ func xadds(p goredis.Pipeliner, n int) {
 	}
 }
 
+// A way is how a Source reads the stream's identity: the script (EVALSHA),
+// or XINFO STREAM where the server refuses scripts. Each way's client
+// logs in as a user of its own; check fails the test unless the way was
+// taken.
+type way struct {
+	name   string
+	client func(t *testing.T, srv *redistest.Server) *goredis.Client
+	check  func(t *testing.T, admin *goredis.Client)
+}
+
+var ways = []way{
+	{name: "script", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
+		return userClient(t, srv, "+@all")
+	}, check: func(t *testing.T, admin *goredis.Client) {
+		sha, eval, xinfo := commandStat(t, admin, "evalsha"), commandStat(t, admin, "eval"), commandStat(t, admin, "xinfo|stream")
+		ran := sha.calls - sha.failed + eval.calls - eval.failed // NOSCRIPT fails before the script runs
+		if ran == 0 || xinfo.calls != ran {
+			t.Errorf("EVALSHA %+v, EVAL %+v, XINFO STREAM %+v: want scripts run, each calling XINFO STREAM once, and no XINFO STREAM of its own", sha, eval, xinfo)
+		}
+	}},
+	{name: "xinfo", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
+		return userClient(t, srv, "+@all", "-eval", "-evalsha")
+	}, check: func(t *testing.T, admin *goredis.Client) {
+		if st := commandStat(t, admin, "evalsha"); st.rejected == 0 {
+			t.Errorf("EVALSHA %+v, want a call refused", st)
+		}
+		if st := commandStat(t, admin, "xinfo|stream"); st.calls == 0 {
+			t.Errorf("XINFO STREAM %+v, want calls", st)
+		}
+	}},
+}
+
+// userClient returns a client of srv that logs in as a new user with the
+// ACL rules rules, closed when t ends.
+func userClient(t *testing.T, srv *redistest.Server, rules ...string) *goredis.Client {
+	t.Helper()
+	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	args := []any{"ACL", "SETUSER", "reader", "reset", "on", ">secret", "~*", "&*"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if err := admin.Do(t.Context(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "reader", Password: "secret"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// stat is a line of INFO COMMANDSTATS.
+type stat struct{ calls, failed, rejected int }
+
+// commandStat returns the server's counts for cmd ("evalsha",
+// "xinfo|stream").
+func commandStat(t *testing.T, rdb *goredis.Client, cmd string) stat {
+	t.Helper()
+	text, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st stat
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.Atoi(v)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "failed_calls":
+				st.failed = n
+			case "rejected_calls":
+				st.rejected = n
+			}
+		}
+	}
+	return st
+}
+
 // TestSourceReplacedUnderBlockedRead: a reader that caught up is blocked
 // in XREAD when the stream is replaced: ErrSourceChanged before any entry
-// of the new stream is handed over.
+// of the new stream is handed over, whichever way the reader reads the
+// stream's identity.
 func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -52,37 +140,92 @@ func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, rdb := server(t)
-			ids := add(t, rdb, "s", 0, 3)
-			src, _ := redis.NewSource(rdb, "s")
-			store := cursor.NewMemory("")
-			r, _ := redis.NewResumer(src, store)
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			ctx, cancel := context.WithTimeout(t.Context(), guard)
-			defer cancel()
-			var got []string
-			err := r.Run(ctx, func(_ context.Context, e redis.Entry) error {
-				got = append(got, e.ID)
-				if e.ID == ids[2] {
-					wg.Go(func() {
-						awaitBlocked(t, rdb, "xread")
-						tt.replace(t, rdb)
-					})
-				}
-				return nil
+		for _, w := range ways {
+			t.Run(tt.name+"/"+w.name, func(t *testing.T) {
+				srv, rdb := server(t)
+				sourceReplacedUnderBlockedRead(t, rdb, w.client(t, srv), tt.replace)
+				w.check(t, rdb)
 			})
-			if !errors.Is(err, stream.ErrSourceChanged) {
-				t.Fatalf("Run() = %v, want ErrSourceChanged", err)
+		}
+	}
+}
+
+// sourceReplacedUnderBlockedRead is TestSourceReplacedUnderBlockedRead
+// with a Source on reader.
+func sourceReplacedUnderBlockedRead(t *testing.T, rdb, reader *goredis.Client, replace func(t *testing.T, rdb *goredis.Client)) {
+	ids := add(t, rdb, "s", 0, 3)
+	src, _ := redis.NewSource(reader, "s")
+	store := cursor.NewMemory("")
+	r, _ := redis.NewResumer(src, store)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	var got []string
+	err := r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		if e.ID == ids[2] {
+			wg.Go(func() {
+				awaitBlocked(t, rdb, "xread")
+				replace(t, rdb)
+			})
+		}
+		return nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want ErrSourceChanged", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	if c, _ := store.Load(t.Context()); c != ids[2] {
+		t.Errorf("cursor saved = %s, want %s", c, ids[2])
+	}
+}
+
+// TestSourceScriptFlushed: the server's script cache is emptied (SCRIPT
+// FLUSH, as a restart does) under a reader: it reads on (EVALSHA fails
+// with NOSCRIPT, EVAL loads the script), and still catches a replacement.
+func TestSourceScriptFlushed(t *testing.T) {
+	_, rdb := server(t)
+	ids := add(t, rdb, "s", 0, 3)
+	src, _ := redis.NewSource(rdb, "s", redis.WithCount(1))
+	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	var got []string
+	err := r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		switch e.ID {
+		case ids[0]:
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Error(err)
 			}
-			if diff := cmp.Diff(ids, got); diff != "" {
-				t.Errorf("handled (-want +got):\n%s", diff)
-			}
-			if c, _ := store.Load(t.Context()); c != ids[2] {
-				t.Errorf("cursor saved = %s, want %s", c, ids[2])
-			}
-		})
+		case ids[2]:
+			wg.Go(func() {
+				awaitBlocked(t, rdb, "xread")
+				multi(t, rdb, func(p goredis.Pipeliner) {
+					p.Del(context.Background(), "s")
+					xadds(p, 10)
+				})
+			})
+		}
+		return nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want ErrSourceChanged", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	// The script is loaded at the first read, and again after the flush.
+	if st := commandStat(t, rdb, "evalsha"); st.failed != 2 {
+		t.Errorf("EVALSHA %+v, want 2 calls failed (NOSCRIPT)", st)
+	}
+	if st := commandStat(t, rdb, "eval"); st.calls != 2 {
+		t.Errorf("EVAL %+v, want 2 calls", st)
 	}
 }
 
@@ -91,7 +234,18 @@ func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 // removed (entries-added equals the length): its cursor was never an
 // entry of it, so ErrSourceChanged, not Expired.
 func TestSourceRestartedOnRecreatedStream(t *testing.T) {
-	_, rdb := server(t)
+	for _, w := range ways {
+		t.Run(w.name, func(t *testing.T) {
+			srv, rdb := server(t)
+			sourceRestartedOnRecreatedStream(t, rdb, w.client(t, srv))
+			w.check(t, rdb)
+		})
+	}
+}
+
+// sourceRestartedOnRecreatedStream is TestSourceRestartedOnRecreatedStream
+// with a Source on reader.
+func sourceRestartedOnRecreatedStream(t *testing.T, rdb, reader *goredis.Client) {
 	// The old stream's IDs are explicit, so that the new one (IDs of now)
 	// cannot hold the cursor's ID by chance.
 	for _, id := range []string{"1-1", "1-2", "1-3"} {
@@ -101,7 +255,7 @@ func TestSourceRestartedOnRecreatedStream(t *testing.T) {
 	}
 	rdb.Del(t.Context(), "s")
 	add(t, rdb, "s", 10, 10)
-	src, _ := redis.NewSource(rdb, "s")
+	src, _ := redis.NewSource(reader, "s")
 	r, _ := redis.NewResumer(src, cursor.NewMemory("1-3"))
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
@@ -211,4 +365,37 @@ func TestGroupRefusesSecondLiveConsumer(t *testing.T) {
 	if _, err := handleUntil(t, third, 1, nil); err != nil {
 		t.Errorf("Run() after the first stopped = %v, want nil", err)
 	}
+}
+
+// TestSourceOnRing: a Source on a Ring (its script and reads go through
+// the Ring's pipelines, its blocking reads through the Ring itself) reads
+// the stream and catches its replacement.
+func TestSourceOnRing(t *testing.T) {
+	srv, rdb := server(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr}})
+	defer ring.Close()
+	ids := add(t, rdb, "s", 0, 5)
+	src, err := redis.NewSource(ring, "s", redis.WithCount(2), redis.WithBlock(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	var got []string
+	err = r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		if e.ID == ids[len(ids)-1] {
+			rdb.Del(context.Background(), "s")
+			add(t, rdb, "s", 100, 2)
+		}
+		return nil
+	})
+	if !errors.Is(err, stream.ErrSourceChanged) {
+		t.Fatalf("Run() = %v, want ErrSourceChanged", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	ways[0].check(t, rdb)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -23,16 +24,20 @@ var errClosed = errors.New("redis: connection closed")
 // any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
 // time and starts no goroutine.
 //
-// Every read is pipelined with XINFO STREAM (a blocking read that returned
-// entries is followed by one, before they are handed over), and fails with an error
-// matching stream.ErrSourceChanged when the stream, seen before or named
-// by a cursor, is missing or went back (deleted and added to again), and
-// with an errclass.Expired error when entries after the cursor were
-// trimmed before they were read (see docs/redis.md).
+// Every read is pipelined with a look at the stream's identity (a Lua
+// script that calls XINFO STREAM and returns only the fields the check
+// needs; XINFO STREAM itself where scripts are refused); a blocking read
+// that returned entries is followed by one, before they are handed over.
+// A read fails with an error matching stream.ErrSourceChanged when the
+// stream, seen before or named by a cursor, is missing or went back
+// (deleted and added to again), and with an errclass.Expired error when
+// entries after the cursor were trimmed before they were read (see
+// docs/redis.md).
 type Source struct {
 	rdb goredis.UniversalClient
 	key string
 	cfg config
+	via atomic.Int32 // an infoVia: how the stream's info is read
 
 	mu   sync.Mutex
 	hist history
@@ -125,16 +130,12 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	if after != "" && !validID(after) {
 		return nil, errclass.Permanent(fmt.Errorf("redis: stream %q: cursor %q is not an entry ID", s.key, after))
 	}
-	var infoCmd *goredis.XInfoStreamCmd
 	var atCmd *goredis.XMessageSliceCmd
-	_, _ = s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		infoCmd = p.XInfoStream(ctx, s.key)
+	in, err := s.withInfo(ctx, s.rdb, func(p goredis.Pipeliner) {
 		if after != "" {
 			atCmd = p.XRangeN(ctx, s.key, after, after, 1)
 		}
-		return nil
 	})
-	in, err := readInfo(s.key, infoCmd)
 	if err != nil {
 		return nil, err
 	}
@@ -188,8 +189,8 @@ type sourceConn struct {
 }
 
 // Recv returns the next entry, reading a batch when none is left: a
-// pipeline of XINFO STREAM and a non-blocking XREAD, then, when that found
-// nothing, a blocking XREAD of at most the block time.
+// pipeline of the identity check and a non-blocking XREAD, then, when
+// that found nothing, a blocking XREAD of at most the block time.
 func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 	for {
 		if c.next < len(c.buf) {
@@ -234,18 +235,11 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	if from == "" {
 		from = "0-0"
 	}
-	var infoCmd *goredis.XInfoStreamCmd
 	var readCmd *goredis.XStreamSliceCmd
 	rd := c.block.via()
-	_, err := rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		infoCmd = p.XInfoStream(ctx, s.key)
+	in, err := s.withInfo(ctx, rd, func(p goredis.Pipeliner) {
 		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: -1})
-		return nil
 	})
-	if err != nil && !noKey(err) && !errors.Is(err, goredis.Nil) {
-		return classify("XREAD "+s.key, err)
-	}
-	in, err := readInfo(s.key, infoCmd)
 	if err != nil {
 		return err
 	}
@@ -268,7 +262,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		if len(msgs) > 0 {
 			// The stream may have been replaced while the read blocked:
 			// check it again before handing over what it returned.
-			in, err := readInfo(s.key, rd.XInfoStream(ctx, s.key))
+			in, err := s.withInfo(ctx, rd, nil)
 			if err != nil {
 				return err
 			}
@@ -290,6 +284,32 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// withInfo reads the stream's info and runs the commands more queues
+// (none when nil) after it, in one round trip through rd; when the server
+// refused the script, the round trip is made again another way, so the
+// commands must be idempotent. The commands' errors are left to the
+// caller.
+func (s *Source) withInfo(ctx context.Context, rd goredis.Cmdable, more func(goredis.Pipeliner)) (info, error) {
+	for {
+		var cmd infoCmd
+		_, _ = rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			cmd = queueInfo(ctx, p, s.key, infoVia(s.via.Load()))
+			if more != nil {
+				more(p)
+			}
+			return nil
+		})
+		in, again, retry, err := cmd.result()
+		if !retry {
+			if cmd.via == viaEval && err == nil { // EVAL loaded the script
+				s.via.CompareAndSwap(int32(viaEval), int32(viaEvalSha))
+			}
+			return in, err
+		}
+		s.via.Store(int32(again))
+	}
 }
 
 // check compares what XINFO said with the Source's history and position,

@@ -1,0 +1,45 @@
+package redis_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/resumable-go/resumable/adapters/redis"
+)
+
+// TestCompareAgreesWithParsing: Compare's fast path for IDs as Redis
+// writes them orders every pair as parsing both IDs does, and so does any
+// text (IDs with leading zeros, 20 digits, a bare number, not an ID).
+func TestCompareAgreesWithParsing(t *testing.T) {
+	edge := []string{"", "0", "0-0", "0-1", "1-0", "1", "5", "5-0", "05-1", "5-01", "-", "-1", "1-", "x-1", "1-x", "1-2-3",
+		"9-9", "10-0", "99-99", "100-1", "18446744073709551615-0", "18446744073709551616-0", "9999999999999999999-1",
+		"10000000000000000000-0", "1764650000123-17", "1764650000123-18", "1764650000124-0", " 1-1", "1-1 "}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := append([]string(nil), edge...)
+	for range 300 {
+		ids = append(ids, fmt.Sprintf("%d-%d", rng.Uint64N(1<<uint(rng.IntN(64))), rng.Uint64N(1<<uint(rng.IntN(64)))))
+	}
+	for i := range 100 { // neighbours: equal milliseconds
+		ids = append(ids, fmt.Sprintf("1764650000%03d-%d", i%7, i))
+	}
+	for _, a := range ids {
+		for _, b := range ids {
+			if got, want := redis.Compare(a, b), redis.CompareParsed(a, b); got != want {
+				t.Errorf("Compare(%q, %q) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkCompare orders two IDs of one millisecond, as the stream does
+// for every entry.
+func BenchmarkCompare(b *testing.B) {
+	b.ReportAllocs()
+	x, y := "1764650000123-17", "1764650000123-18"
+	for range b.N {
+		if redis.Compare(x, y) >= 0 {
+			b.Fatal("not before")
+		}
+	}
+}
