@@ -55,7 +55,8 @@ type partition struct {
 	// The reader's (the goroutine in Recv; one at a time): the fetch being
 	// read and the fetches taken after it. They outlive a conn, so a
 	// reopen loses nothing.
-	cur   []*kgo.Record
+	cur   []*kgo.Record // cur[i:] are still to read
+	i     int
 	taken [][]*kgo.Record
 	at    int // taken[at:] are still to read
 
@@ -131,9 +132,28 @@ func (p *partition) pauseIfFull() bool {
 func (p *partition) resumeIfRoom() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.stopped.Load() && p.paused.Load() && p.queued() <= int64(p.buffer/2) {
+	p.roomLocked()
+}
+
+// roomLocked resumes fetching the partition if it is paused and at most
+// half of the buffer is queued, and wakes the poll loop when less than the
+// buffer is. p.mu is held: a pause (pauseIfFull) is never missed.
+func (p *partition) roomLocked() {
+	queued := p.queued()
+	if !p.stopped.Load() && p.paused.Load() && queued <= int64(p.buffer/2) {
 		p.paused.Store(false)
 		p.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
+	}
+	if queued < int64(p.buffer) {
+		p.roomFor()
+	}
+}
+
+// roomFor wakes the poll loop waiting for room (waitForPartition).
+func (p *partition) roomFor() {
+	select {
+	case p.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -182,20 +202,21 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 	if p.stopped.Load() {
 		return nil, true, stream.ErrEndOfStream
 	}
-	if len(p.cur) == 0 {
+	if p.i == len(p.cur) {
 		if ok, err := p.refill(); !ok || err != nil {
 			return nil, ok, err
 		}
 	}
-	r, p.cur = p.cur[0], p.cur[1:]
-	switch queued := p.pushed.Load() - p.read.Add(1); {
+	r = p.cur[p.i]
+	p.i++
+	// read, then pushed: the poll loop waiting for room pushed before it
+	// looked, so the takes after its look count down to buffer-1 exactly.
+	read := p.read.Add(1)
+	switch queued := p.pushed.Load() - read; {
 	case p.paused.Load() && queued <= int64(p.buffer/2):
 		p.resumeIfRoom()
 	case queued == int64(p.buffer-1):
-		select {
-		case p.room <- struct{}{}:
-		default:
-		}
+		p.roomFor()
 	}
 	return r, true, nil
 }
@@ -205,19 +226,20 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 // error, once, or ok false.
 func (p *partition) refill() (ok bool, err error) {
 	for p.at < len(p.taken) {
-		p.cur, p.taken[p.at] = p.taken[p.at], nil
+		p.cur, p.i, p.taken[p.at] = p.taken[p.at], 0, nil
 		if p.at++; len(p.cur) > 0 {
 			return true, nil
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.roomLocked() // whatever the takes since the last refill saw
 	if len(p.fetched) == 0 {
 		err, p.ferr = p.ferr, nil
 		return err != nil, err
 	}
 	p.taken, p.fetched, p.at = p.fetched, p.taken[:0], 1 // the spent slice takes the next fetches
-	p.cur, p.taken[0] = p.taken[0], nil
+	p.cur, p.i, p.taken[0] = p.taken[0], 0, nil
 	return true, nil
 }
 
