@@ -39,7 +39,9 @@ func benchClient() []kgo.Opt {
 // ones), and it reports the median, lowest and highest of the rounds'
 // ratios (the hand loop's time over the adapter's: above 1, the adapter
 // is faster), the median ratio of the CPU time the process spent (the
-// cluster's share included), and each loop's median records/s. "resumable" and "franz-go"
+// cluster's share included), the median ratio of the times from the first
+// record handled to the last (read-ratio: joining and leaving left out),
+// and each loop's median records/s. "resumable" and "franz-go"
 // run one loop alone, for its allocations.
 //
 //	go test ./adapters/kafka -run '^$' -bench Serial/pairs -benchtime 10x
@@ -48,33 +50,35 @@ func BenchmarkSerial(b *testing.B) {
 	c := newCluster(b, 1, "orders")
 	c.produce(b, records("orders", 1, n, 400)...)
 	groups := 0
-	resumable := func(b *testing.B) {
+	resumable := func(b *testing.B) pass {
 		groups++
-		consume(b, c, fmt.Sprintf("g%d", groups), n, kafka.WithCommitInterval(benchCommitInterval),
+		return consume(b, c, fmt.Sprintf("g%d", groups), n, kafka.WithCommitInterval(benchCommitInterval),
 			kafka.WithClientOptions(benchClient()...))
 	}
-	franzGo := func(b *testing.B) {
+	franzGo := func(b *testing.B) pass {
 		groups++
-		handWritten(b, c, fmt.Sprintf("g%d", groups), n)
+		return handWritten(b, c, fmt.Sprintf("g%d", groups), n)
 	}
 	b.Run("pairs", func(b *testing.B) {
 		b.ReportAllocs()
-		var ratios, cpuRatios, ours, theirs []float64
+		var ratios, cpuRatios, readRatios, ours, theirs []float64
 		for b.Loop() {
-			loops := []func(*testing.B){resumable, franzGo}
+			loops := []func(*testing.B) pass{resumable, franzGo}
 			if len(ratios)%2 == 1 {
 				loops[0], loops[1] = loops[1], loops[0]
 			}
-			var took, cpu [2]time.Duration
+			var took, cpu, read [2]time.Duration
 			for i, loop := range loops {
 				start, cpu0 := time.Now(), cpuTime(b)
-				loop(b)
-				took[i], cpu[i] = time.Since(start), cpuTime(b)-cpu0
+				p := loop(b)
+				took[i], cpu[i], read[i] = time.Since(start), cpuTime(b)-cpu0, p.last.Sub(p.first)
 			}
 			if len(ratios)%2 == 1 {
 				took[0], took[1] = took[1], took[0]
 				cpu[0], cpu[1] = cpu[1], cpu[0]
+				read[0], read[1] = read[1], read[0]
 			}
+			readRatios = append(readRatios, read[1].Seconds()/read[0].Seconds())
 			ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
 			cpuRatios = append(cpuRatios, cpu[1].Seconds()/cpu[0].Seconds())
 			ours = append(ours, n/took[0].Seconds())
@@ -84,6 +88,7 @@ func BenchmarkSerial(b *testing.B) {
 		b.ReportMetric(slices.Min(ratios), "ratio-min")
 		b.ReportMetric(slices.Max(ratios), "ratio-max")
 		b.ReportMetric(median(cpuRatios), "cpu-ratio")
+		b.ReportMetric(median(readRatios), "read-ratio")
 		b.ReportMetric(median(ours), "resumable-records/s")
 		b.ReportMetric(median(theirs), "franz-go-records/s")
 	})
@@ -147,9 +152,13 @@ func BenchmarkWork(b *testing.B) {
 // work is an argument of consume: each handler call sleeps that long.
 type work time.Duration
 
+// pass is when a pass of BenchmarkSerial handled its first record and its
+// last one.
+type pass struct{ first, last time.Time }
+
 // consume runs a member of group until it handled n records; opts are
 // stream.Options, kafka.Options or a work.
-func consume(b *testing.B, c *cluster, group string, n int, opts ...any) {
+func consume(b *testing.B, c *cluster, group string, n int, opts ...any) pass {
 	var d time.Duration
 	var sopts []stream.Option
 	var gopts []kafka.Option
@@ -169,11 +178,16 @@ func consume(b *testing.B, c *cluster, group string, n int, opts ...any) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var handled atomic.Int64
+	var p pass
 	err := g.Run(ctx, func(context.Context, *kgo.Record) error {
 		if d > 0 {
 			time.Sleep(d)
 		}
-		if handled.Add(1) == int64(n) {
+		switch handled.Add(1) {
+		case 1:
+			p.first = time.Now()
+		case int64(n):
+			p.last = time.Now()
 			cancel()
 		}
 		return nil
@@ -182,12 +196,13 @@ func consume(b *testing.B, c *cluster, group string, n int, opts ...any) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(g.Stats().Pauses), "pauses")
+	return p
 }
 
 // handWritten is the loop of franz-go's examples: poll, handle each
 // record, commit the records polled (here at BenchmarkSerial's cadence),
 // until n records were handled; then it commits and leaves the group.
-func handWritten(b *testing.B, c *cluster, group string, n int) {
+func handWritten(b *testing.B, c *cluster, group string, n int) pass {
 	opts := append(benchClient(), kgo.SeedBrokers(c.addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("orders"),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	cl, err := kgo.NewClient(opts...)
@@ -198,6 +213,7 @@ func handWritten(b *testing.B, c *cluster, group string, n int) {
 	ctx := context.Background()
 	handle := func(*kgo.Record) error { return nil }
 	var last *kgo.Record // the last record handled and not committed
+	var p pass
 	committed := time.Now()
 	for handled := 0; handled < n; {
 		fs := cl.PollFetches(ctx)
@@ -209,7 +225,12 @@ func handWritten(b *testing.B, c *cluster, group string, n int) {
 			if err := handle(r); err != nil {
 				b.Fatal(err)
 			}
-			handled, last = handled+1, r
+			switch handled, last = handled+1, r; handled {
+			case 1:
+				p.first = time.Now()
+			case n:
+				p.last = time.Now()
+			}
 		}
 		if last != nil && (handled >= n || time.Since(committed) >= benchCommitInterval) {
 			if err := cl.CommitRecords(ctx, last); err != nil {
@@ -218,4 +239,5 @@ func handWritten(b *testing.B, c *cluster, group string, n int) {
 			last, committed = nil, time.Now()
 		}
 	}
+	return p
 }
