@@ -115,9 +115,7 @@ type PartitionStats struct {
 	// handled): records not handled yet; -1 while either is unknown.
 	Lag int64
 	// Queued counts records fetched and not read by the partition's
-	// stream, whose reads are counted every 64 records and whenever it
-	// has read all that was fetched (so up to 63 read ones may be among
-	// them); InFlight those read and not committed (stream.Stats).
+	// stream; InFlight those read and not committed (stream.Stats).
 	Queued, InFlight int
 }
 

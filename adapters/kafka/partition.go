@@ -34,9 +34,9 @@ type partition struct {
 	buffer int // fetching pauses at this many queued records
 
 	// pushed and read count the records queued by the poll loop and taken
-	// by the reader (published every readStep records and at each refill):
-	// pushed − read are queued. saved is the offset to commit (the next to
-	// read); -1: none. stopped and paused change under mu.
+	// by the reader: pushed − read are queued. saved is the offset to
+	// commit (the next to read); -1: none. stopped and paused change
+	// under mu.
 	pushed, read, saved atomic.Int64
 	stopped             atomic.Bool // revoked, lost or the end of Run: Recv ends
 	lost                atomic.Bool // lost: nothing more is committed
@@ -57,7 +57,6 @@ type partition struct {
 	// reopen loses nothing.
 	cur   []*kgo.Record // cur[i:] are still to read
 	i     int
-	n     int64 // records taken; read lags it by less than readStep
 	taken [][]*kgo.Record
 	at    int // taken[at:] are still to read
 
@@ -210,29 +209,16 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 	}
 	r = p.cur[p.i]
 	p.i++
-	if p.n++; p.n%readStep == 0 {
-		p.publish()
-	}
-	return r, true, nil
-}
-
-// readStep is how many records the reader takes between two counts it
-// publishes (and a refill publishes): an atomic write per record would
-// cost the per-record path a fifth of its time.
-const readStep = 64
-
-// publish publishes the count of records taken, then resumes fetching or
-// wakes the poll loop when there is room. It stores read before it loads
-// pushed: the poll loop pushed before it looked at read, so a publish
-// after its look sees what it saw, or less queued.
-func (p *partition) publish() {
-	p.read.Store(p.n)
-	switch queued := p.pushed.Load() - p.n; {
+	// read, then pushed: the poll loop waiting for room pushed before it
+	// looked, so the takes after its look count down to buffer-1 exactly.
+	read := p.read.Add(1)
+	switch queued := p.pushed.Load() - read; {
 	case p.paused.Load() && queued <= int64(p.buffer/2):
 		p.resumeIfRoom()
-	case queued < int64(p.buffer):
+	case queued == int64(p.buffer-1):
 		p.roomFor()
 	}
+	return r, true, nil
 }
 
 // refill makes the next fetch the reader's, taking every fetch queued
@@ -247,8 +233,7 @@ func (p *partition) refill() (ok bool, err error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.read.Store(p.n)
-	p.roomLocked()
+	p.roomLocked() // whatever the takes since the last refill saw
 	if len(p.fetched) == 0 {
 		err, p.ferr = p.ferr, nil
 		return err != nil, err
