@@ -21,7 +21,7 @@ var errConnClosed = errors.New("kafka: connection closed")
 //
 // The poll loop hands over a fetch's records at once (push: one slice, no
 // copy), and the reader takes every queued fetch at once (refill): the
-// per-record path (Recv, Save) takes no lock, sends on no channel and
+// per-record path (Recv, Save) takes no lock, never waits on a channel and
 // allocates nothing.
 //
 // It is the partition's Source (Open) and Store (Load, Save), or, with
