@@ -522,10 +522,7 @@ func (m *member) recover() {
 // finished handles the end of p's Resumer: after a stop of ours, the end
 // of the drain; before, the end of the Run.
 func (m *member) finished(p *partition, err error) {
-	p.mu.Lock()
-	stopped := p.stopped
-	p.mu.Unlock()
-	if stopped && (err == nil || errors.Is(err, context.Canceled)) {
+	if p.stopped.Load() && (err == nil || errors.Is(err, context.Canceled)) {
 		return
 	}
 	m.end(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -18,6 +19,11 @@ var errConnClosed = errors.New("kafka: connection closed")
 // for it, read by its Resumer through a conn, and the offset its Resumer
 // saved (the end of the handled prefix), which the group commits.
 //
+// The poll loop hands over a fetch's records at once (push: one slice, no
+// copy), and the reader takes every queued fetch at once (refill): the
+// per-record path (Recv, Save) takes no lock, never waits on a channel and
+// allocates nothing.
+//
 // It is the partition's Source (Open) and Store (Load, Save), or, with
 // [WithStore], its Source and the follower of the caller's Store
 // (ownStore).
@@ -27,20 +33,32 @@ type partition struct {
 	id     int32
 	buffer int // fetching pauses at this many queued records
 
+	// pushed and read count the records queued by the poll loop and taken
+	// by the reader: pushed − read are queued. saved is the offset to
+	// commit (the next to read); -1: none. stopped and paused change
+	// under mu.
+	pushed, read, saved atomic.Int64
+	stopped             atomic.Bool // revoked, lost or the end of Run: Recv ends
+	lost                atomic.Bool // lost: nothing more is committed
+	paused              atomic.Bool // fetching is paused for this partition
+
 	mu        sync.Mutex
-	queue     []*kgo.Record // fetched, not yet read; queue[head:] is live
-	head      int
-	ferr      error         // a fetch error, handed over once the queue is read
-	next      int64         // the next offset expected from the poll loop; -1: any
-	paused    bool          // fetching is paused for this partition
-	stopped   bool          // revoked, lost or the end of Run: Recv ends
-	lost      bool          // lost: nothing more is committed
-	saved     int64         // the offset to commit (the next to read); -1: none
-	committed int64         // the offset last committed; -1: none
-	hw        int64         // the high watermark at the last fetch; -1: none
-	loaded    int64         // the caller's Store's cursor at the assignment; -1: none
-	wake      chan struct{} // a record or an end for Recv
-	room      chan struct{} // the queue fell below the buffer
+	fetched   [][]*kgo.Record // fetches queued by the poll loop, not yet taken
+	ferr      error           // a fetch error, handed over once the queue is read
+	next      int64           // the next offset expected from the poll loop; -1: any
+	committed int64           // the offset last committed; -1: none
+	hw        int64           // the high watermark at the last fetch; -1: none
+	loaded    int64           // the caller's Store's cursor at the assignment; -1: none
+	wake      chan struct{}   // a record or an end for Recv
+	room      chan struct{}   // the queue fell below the buffer
+
+	// The reader's (the goroutine in Recv; one at a time): the fetch being
+	// read and the fetches taken after it. They outlive a conn, so a
+	// reopen loses nothing.
+	cur   []*kgo.Record // cur[i:] are still to read
+	i     int
+	taken [][]*kgo.Record
+	at    int // taken[at:] are still to read
 
 	onSave func()                              // tells the committer that saved moved
 	store  cursor.Store[int64]                 // the Resumer's Store: p, or an ownStore
@@ -50,8 +68,10 @@ type partition struct {
 }
 
 func newPartition(cl *kgo.Client, tp topicPartition, buffer int, onSave func()) *partition {
-	return &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, saved: -1, committed: -1, hw: -1, loaded: -1,
+	p := &partition{cl: cl, topic: tp.topic, id: tp.id, buffer: buffer, next: -1, committed: -1, hw: -1, loaded: -1,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), onSave: onSave, done: make(chan struct{})}
+	p.saved.Store(-1)
+	return p
 }
 
 func (p *partition) signal() {
@@ -61,36 +81,36 @@ func (p *partition) signal() {
 	}
 }
 
-// push queues records the poll loop fetched, skipping any already queued,
-// and notes the partition's high watermark.
+// push queues the records of a fetch (in offset order), skipping any
+// already queued, and notes the partition's high watermark. The slice is
+// queued as it is: the poll loop hands it over.
 func (p *partition) push(recs []*kgo.Record, hw int64) {
 	p.mu.Lock()
 	defer p.signal()
 	defer p.mu.Unlock()
-	if p.stopped {
+	if p.stopped.Load() {
 		return
 	}
 	p.hw = max(p.hw, hw)
-	if p.head > 0 && p.head >= len(p.queue)/2 { // reuse the read part
-		n := copy(p.queue, p.queue[p.head:])
-		clear(p.queue[n:])
-		p.queue, p.head = p.queue[:n], 0
+	i := 0
+	for i < len(recs) && recs[i].Offset < p.next {
+		i++
 	}
-	for _, r := range recs {
-		if r.Offset < p.next {
-			continue
-		}
-		p.queue = append(p.queue, r)
-		p.next = r.Offset + 1
+	if recs = recs[i:]; len(recs) == 0 {
+		return
 	}
+	p.fetched = append(p.fetched, recs)
+	p.next = recs[len(recs)-1].Offset + 1
+	p.pushed.Add(int64(len(recs)))
 }
+
+// queued returns how many records were fetched and not yet read.
+func (p *partition) queued() int64 { return p.pushed.Load() - p.read.Load() }
 
 // full reports whether the queue holds the buffer or more, and fetching
 // is not paused.
 func (p *partition) full() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return !p.stopped && !p.paused && len(p.queue)-p.head >= p.buffer
+	return !p.stopped.Load() && !p.paused.Load() && p.queued() >= int64(p.buffer)
 }
 
 // pauseIfFull pauses fetching the partition if its queue is still full: a
@@ -99,18 +119,48 @@ func (p *partition) full() bool {
 func (p *partition) pauseIfFull() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped || p.paused || len(p.queue)-p.head < p.buffer {
+	if !p.full() {
 		return false
 	}
-	p.paused = true
+	p.paused.Store(true)
 	p.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.id}})
 	return true
+}
+
+// resumeIfRoom resumes fetching the partition if it is paused and at most
+// half of the buffer is queued.
+func (p *partition) resumeIfRoom() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.roomLocked()
+}
+
+// roomLocked resumes fetching the partition if it is paused and at most
+// half of the buffer is queued, and wakes the poll loop when less than the
+// buffer is. p.mu is held: a pause (pauseIfFull) is never missed.
+func (p *partition) roomLocked() {
+	queued := p.queued()
+	if !p.stopped.Load() && p.paused.Load() && queued <= int64(p.buffer/2) {
+		p.paused.Store(false)
+		p.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
+	}
+	if queued < int64(p.buffer) {
+		p.roomFor()
+	}
+}
+
+// roomFor wakes the poll loop waiting for room (waitForPartition).
+func (p *partition) roomFor() {
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
 }
 
 // fail hands a fetch error to the stream, after the records queued.
 func (p *partition) fail(err error) {
 	p.mu.Lock()
-	if !p.stopped && p.ferr == nil {
+	if !p.stopped.Load() && p.ferr == nil {
 		p.ferr = err
 	}
 	p.mu.Unlock()
@@ -122,10 +172,10 @@ func (p *partition) fail(err error) {
 // are cancelled at once.
 func (p *partition) stop(lost bool) {
 	p.mu.Lock()
-	p.stopped = true
-	p.queue, p.head = nil, 0
+	p.stopped.Store(true)
+	p.fetched = nil
 	if lost {
-		p.lost = true
+		p.lost.Store(true)
 	}
 	p.mu.Unlock()
 	p.signal()
@@ -138,8 +188,7 @@ func (p *partition) stop(lost bool) {
 // outlive the assignment.
 func (p *partition) release() {
 	p.mu.Lock()
-	paused := p.paused
-	p.paused = false
+	paused := p.paused.Swap(false)
 	p.mu.Unlock()
 	if paused {
 		p.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
@@ -147,36 +196,51 @@ func (p *partition) release() {
 }
 
 // take returns the next queued record, or the error that ends the
-// connection; ok false means nothing is there yet.
+// connection; ok false means nothing is there yet. Only the reader calls
+// it.
 func (p *partition) take() (r *kgo.Record, ok bool, err error) {
+	if p.stopped.Load() {
+		return nil, true, stream.ErrEndOfStream
+	}
+	if p.i == len(p.cur) {
+		if ok, err := p.refill(); !ok || err != nil {
+			return nil, ok, err
+		}
+	}
+	r = p.cur[p.i]
+	p.i++
+	// read, then pushed: the poll loop waiting for room pushed before it
+	// looked, so the takes after its look count down to buffer-1 exactly.
+	read := p.read.Add(1)
+	switch queued := p.pushed.Load() - read; {
+	case p.paused.Load() && queued <= int64(p.buffer/2):
+		p.resumeIfRoom()
+	case queued == int64(p.buffer-1):
+		p.roomFor()
+	}
+	return r, true, nil
+}
+
+// refill makes the next fetch the reader's, taking every fetch queued
+// once those taken before are read. With none queued it returns the fetch
+// error, once, or ok false.
+func (p *partition) refill() (ok bool, err error) {
+	for p.at < len(p.taken) {
+		p.cur, p.i, p.taken[p.at] = p.taken[p.at], 0, nil
+		if p.at++; len(p.cur) > 0 {
+			return true, nil
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.stopped:
-		return nil, true, stream.ErrEndOfStream
-	case p.head < len(p.queue):
-		r = p.queue[p.head]
-		p.queue[p.head] = nil
-		p.head++
-		if p.head == len(p.queue) {
-			p.queue, p.head = p.queue[:0], 0
-		}
-		switch queued := len(p.queue) - p.head; {
-		case p.paused && queued <= p.buffer/2:
-			p.paused = false
-			p.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.id}})
-		case queued == p.buffer-1:
-			select {
-			case p.room <- struct{}{}:
-			default:
-			}
-		}
-		return r, true, nil
-	case p.ferr != nil:
+	p.roomLocked() // whatever the takes since the last refill saw
+	if len(p.fetched) == 0 {
 		err, p.ferr = p.ferr, nil
-		return nil, true, err
+		return err != nil, err
 	}
-	return nil, false, nil
+	p.taken, p.fetched, p.at = p.fetched, p.taken[:0], 1 // the spent slice takes the next fetches
+	p.cur, p.i, p.taken[0] = p.taken[0], 0, nil
+	return true, nil
 }
 
 // toCommit returns the offset to commit, if it is past the committed one
@@ -184,7 +248,8 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 func (p *partition) toCommit() (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.saved, !p.lost && p.saved > p.committed
+	saved := p.saved.Load()
+	return saved, !p.lost.Load() && saved > p.committed
 }
 
 // committedAt records a successful commit of offset.
@@ -196,8 +261,8 @@ func (p *partition) committedAt(offset int64) {
 
 func (p *partition) stats() PartitionStats {
 	p.mu.Lock()
-	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved,
-		Committed: p.committed, Lag: -1, Queued: len(p.queue) - p.head}
+	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved.Load(),
+		Committed: p.committed, Lag: -1, Queued: int(max(0, p.queued()))}
 	p.mu.Unlock()
 	at := s.Handled
 	if at < 0 {
@@ -216,10 +281,11 @@ func (p *partition) stats() PartitionStats {
 func (p *partition) uncommitted() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.saved <= p.committed || p.saved < 0 {
+	saved := p.saved.Load()
+	if saved <= p.committed || saved < 0 {
 		return 0
 	}
-	return p.saved - max(p.committed, 0)
+	return saved - max(p.committed, 0)
 }
 
 // Open returns a connection over the partition's queue. after is not
@@ -241,18 +307,18 @@ func (p *partition) Load(ctx context.Context) (int64, error) {
 }
 
 // Save records that every record up to offset c was handled, for the
-// committer.
+// committer. It takes no lock: the stream saves after every record.
 func (p *partition) Save(_ context.Context, c int64) error {
-	p.mu.Lock()
-	moved := !p.lost && c >= 0 && c+1 > p.saved
-	if moved {
-		p.saved = c + 1
+	for {
+		saved := p.saved.Load()
+		if p.lost.Load() || c < 0 || c+1 <= saved {
+			return nil
+		}
+		if p.saved.CompareAndSwap(saved, c+1) {
+			p.onSave()
+			return nil
+		}
 	}
-	p.mu.Unlock()
-	if moved {
-		p.onSave()
-	}
-	return nil
 }
 
 // useStore makes s, whose cursor is loaded, the partition's Store:
@@ -261,7 +327,8 @@ func (p *partition) Save(_ context.Context, c int64) error {
 func (p *partition) useStore(s cursor.Store[int64], loaded int64) {
 	p.store = ownStore{p: p, s: s}
 	if loaded >= 0 {
-		p.loaded, p.next, p.saved = loaded, loaded+1, loaded+1
+		p.loaded, p.next = loaded, loaded+1
+		p.saved.Store(loaded + 1)
 	}
 }
 

@@ -1,0 +1,178 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/resumable-go/resumable/stream"
+)
+
+// fetch returns n records of partition 0 from offset from on, as a fetch
+// hands them over.
+func fetch(from int64, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "orders", Offset: from + int64(i), Key: []byte("k")}
+	}
+	return recs
+}
+
+// offsets returns the offsets of what take returns until nothing is
+// queued.
+func offsets(t *testing.T, p *partition) []int64 {
+	t.Helper()
+	var got []int64
+	for {
+		r, ok, err := p.take()
+		if err != nil {
+			t.Fatalf("take() = %v", err)
+		}
+		if !ok {
+			return got
+		}
+		got = append(got, r.Offset)
+	}
+}
+
+// A partition hands each fetched record over once, in offset order: a
+// fetch that repeats records queued already adds only the new ones, and
+// fetches queued while the reader reads are taken after those it holds.
+func TestPartitionHandsOverFetches(t *testing.T) {
+	p := newPartition(nil, topicPartition{topic: "orders"}, 100, func() {})
+	p.push(fetch(0, 3), 10)
+	p.push(fetch(1, 4), 10) // 1 and 2 again
+	if r, _, _ := p.take(); r.Offset != 0 {
+		t.Fatalf("take() = offset %d, want 0", r.Offset)
+	}
+	p.push(fetch(5, 2), 10)
+	if got := p.queued(); got != 6 {
+		t.Errorf("queued() = %d, want 6", got)
+	}
+	got := offsets(t, p)
+	want := []int64{1, 2, 3, 4, 5, 6}
+	if len(got) != len(want) {
+		t.Fatalf("offsets taken = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("offsets taken = %v, want %v", got, want)
+		}
+	}
+	if got := p.queued(); got != 0 {
+		t.Errorf("queued() = %d, want 0", got)
+	}
+}
+
+// A fetch error is handed over once the records queued before it were
+// read, and once; a stopped partition ends the stream whatever it holds.
+func TestPartitionFailureAfterRecordsThenStop(t *testing.T) {
+	p := newPartition(nil, topicPartition{topic: "orders"}, 100, func() {})
+	p.cancel = func() {}
+	p.push(fetch(0, 1), 1)
+	boom := errors.New("boom")
+	p.fail(boom)
+	p.push(fetch(1, 1), 2) // fetched after the error, read before it
+	for _, want := range []int64{0, 1} {
+		if r, ok, err := p.take(); !ok || err != nil || r.Offset != want {
+			t.Fatalf("take() = %v, %v, %v, want offset %d", r, ok, err, want)
+		}
+	}
+	if _, ok, err := p.take(); !ok || !errors.Is(err, boom) {
+		t.Fatalf("take() = %v, %v, want %v", ok, err, boom)
+	}
+	if _, ok, err := p.take(); ok || err != nil {
+		t.Fatalf("take() after the error = %v, %v, want nothing", ok, err)
+	}
+	p.push(fetch(3, 5), 8)
+	p.stop(false)
+	if _, ok, err := p.take(); !ok || !errors.Is(err, stream.ErrEndOfStream) {
+		t.Fatalf("take() after stop = %v, %v, want %v", ok, err, stream.ErrEndOfStream)
+	}
+}
+
+// The per-record path allocates nothing: queueing a fetch, taking its
+// records and saving each record's offset.
+func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
+	const runs, n = 50, 200
+	fetches := make([][]*kgo.Record, runs+1) // AllocsPerRun runs once more to warm up
+	for i := range fetches {
+		fetches[i] = fetch(int64(i*n), n)
+	}
+	p := newPartition(nil, topicPartition{topic: "orders"}, 4*n, func() {})
+	ctx := context.Background()
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		p.push(fetches[i], int64((i+1)*n))
+		i++
+		for {
+			r, ok, err := p.take()
+			if !ok || err != nil {
+				break
+			}
+			_ = p.Save(ctx, r.Offset)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("allocations per fetch of %d records = %v, want 0", n, allocs)
+	}
+	if got, want := p.saved.Load(), int64((runs+1)*n); got != want {
+		t.Errorf("saved = %d, want %d (every record read)", got, want)
+	}
+}
+
+// BenchmarkRecordPath is the adapter's own cost per record, with no
+// cluster: a partition's stream (one handler doing nothing, the options
+// Run gives it) reads fetches of 500 records that a feeder queues as the
+// poll loop does.
+//
+//	go test ./adapters/kafka -run '^$' -bench RecordPath
+func BenchmarkRecordPath(b *testing.B) {
+	const size, ring = 500, 16 // a fetch is reused once the stream read it
+	p := newPartition(nil, topicPartition{topic: "orders"}, 4*size, func() {})
+	r, err := (&member{g: &Group{}}).resumer(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fetches := make([][]*kgo.Record, ring)
+	for i := range fetches {
+		fetches[i] = fetch(0, size)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fed := make(chan struct{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() {
+		defer close(fed)
+		for i := 0; i*size < b.N; i++ {
+			for p.full() {
+				select {
+				case <-p.room:
+				case <-ctx.Done():
+					return
+				}
+			}
+			f := fetches[i%ring]
+			for j, rec := range f {
+				rec.Offset = int64(i*size + j)
+			}
+			p.push(f, int64((i+1)*size))
+		}
+	}()
+	handled := 0
+	err = r.Run(ctx, func(context.Context, *kgo.Record) error {
+		if handled++; handled == b.N {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	b.StopTimer()
+	cancel()
+	<-fed
+	if err != nil {
+		b.Fatal(err)
+	}
+}
