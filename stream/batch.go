@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -177,11 +176,11 @@ func (r *supervisor[T, C]) readBatch(ctx context.Context, conn Conn[T], b *batch
 	}
 	for {
 		end, err := r.fill(ctx, q, b, linger)
-		var qf quietFailed
-		switch {
-		case errors.As(err, &qf):
+		if qf, ok := err.(quietFailed); ok { // fill's own, never wrapped
 			b.reset() // read again after the committed cursor
 			return r.saveEnded(ctx, o, qf.err)
+		}
+		switch {
 		case err != nil:
 			return o.final(err)
 		case errwalk.Is(end, errReaderPanicked): // raised once the deferred stop ended the reader and closed the Conn

@@ -69,29 +69,48 @@ func (r *committer[C]) committed() C {
 // cadence says so; it returns the Store's error, or ctx's when ctx ended
 // during the save.
 func (r *committer[C]) commit(ctx context.Context, c C, kind eventKind, moved bool) error {
-	rec := commitRec[C]{c: c, kind: kind, moves: moved}
-	if !moved || !r.dueAt(r.unsaved+1) {
-		r.record(rec)
-		return nil
+	// The per-event path of a serial loop, spelled out (generic methods do
+	// not inline): the cadence, the save, then the commit recorded and the
+	// save counted under one lock.
+	if moved {
+		r.unsaved++
 	}
-	// The per-event path with the default cadence: save, then record the
-	// commit and count the save under one lock.
-	r.unsaved++
-	err := r.store.Save(ctx, c)
-	if err != nil && ctx.Err() != nil { // shutdown: neither counted nor hooked
-		r.unsaved--
-		r.record(rec)
-		return ctx.Err()
+	save := moved && !r.saveFailed &&
+		((r.everyN > 0 && r.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.lastSave) >= r.interval))
+	var err error
+	if save {
+		// A save cut short by ctx's end is neither counted nor hooked: the
+		// Store lags, and the final save follows.
+		err = r.store.Save(ctx, c)
+		save = err == nil || ctx.Err() == nil
 	}
 	r.mu.Lock()
 	r.stats.Cursor = c
-	r.count(rec)
-	r.countSave(err)
+	switch kind {
+	case progress:
+		r.stats.Progress++
+	case resyncEnd:
+		r.stats.Resyncs++
+	case parked:
+		r.stats.Parked++
+		r.stats.Events++
+	default:
+		r.stats.Events++
+	}
+	if save {
+		r.countSave(err)
+	}
 	r.mu.Unlock()
 	if r.hooks.OnCommit != nil {
-		r.onCommit(rec)
+		r.onCommit(commitRec[C]{c: c, kind: kind, moves: moved})
 	}
-	return r.saved(c, err, false)
+	switch {
+	case save:
+		return r.saved(c, err, false)
+	case err != nil: // ctx's end
+		return ctx.Err()
+	}
+	return nil
 }
 
 // commitRun commits a run of finished events of the pipeline and saves
