@@ -194,9 +194,8 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			return err
 		}
 	}
-	// The stream logs the cursor it holds, zero until its first event: the
-	// Source loads the Store itself once it holds the slot (see
-	// cdc.Source.Confirming). Say where this run resumes.
+	// Where this run resumes (the stream's own load, through
+	// cdc.Source.Confirming, waits until it holds the slot).
 	loaded, err := store.Load(ctx)
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ type conn struct {
 	side      atomic.Pointer[pgconn.PgConn] // snap.side, for Close to unblock a Recv reading it
 
 	rels map[uint32]*relation
+	from Cursor // the cursor Open started after (the loaded one when further)
 	skip Cursor // changes at or before it were handled before this Open
 	last Cursor // the position of the last event delivered, or skip
 
@@ -81,6 +82,7 @@ func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, er
 		src:  s,
 		id:   id,
 		pg:   pg,
+		from: after,
 		rels: make(map[uint32]*relation),
 		skip: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
 		last: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
