@@ -164,16 +164,23 @@ func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 // the first has no more rows or is gone.
 func (c *conn) readChunk(ctx context.Context) error {
 	w := &c.snap
-	return c.useChunk(c.fetchChunk(ctx, w.side, chunkAt{t: w.prog.Tables[0], after: w.prog.After, prefix: w.prog.prefix()}))
+	return c.useChunk(c.fetchChunk(ctx, w.side, chunkAt{t: w.prog.Tables[0], after: w.prog.After, prefix: w.prog.prefix(), limit: min(c.src.chunkRows, firstChunkRows)}))
 }
 
 // chunkAt is where a chunk starts: its table, the key after which (none:
-// from the first row), and the progress's prefix (see progress.prefix).
+// from the first row), and the progress's prefix (see progress.prefix);
+// and how many rows it reads at most.
 type chunkAt struct {
 	t      tableName
 	after  []string
 	prefix string
+	limit  int
 }
+
+// firstChunkRows bounds the first chunk a connection reads, which nothing
+// was read ahead of: a resumed snapshot's first rows come after a read of
+// this many, and the next chunks, full, are read while rows go out.
+const firstChunkRows = 1000
 
 // chunkRead is the outcome of fetchChunk.
 type chunkRead struct {
@@ -258,7 +265,7 @@ func (c *conn) prefetch(k *chunk) {
 	}
 	ch := make(chan chunkRead, 1)
 	w.fetching = ch
-	pg, a := w.side, chunkAt{t: w.prog.Tables[0], after: k.last, prefix: w.prog.prefix()}
+	pg, a := w.side, chunkAt{t: w.prog.Tables[0], after: k.last, prefix: w.prog.prefix(), limit: c.src.chunkRows}
 	go func() { ch <- c.fetchChunk(context.Background(), pg, a) }() // Close cuts the side connection to end it
 }
 
@@ -324,11 +331,11 @@ func (c *conn) selectChunk(ctx context.Context, pg *pgconn.PgConn, a chunkAt) (k
 	if err != nil {
 		return nil, err
 	}
-	if err := startCopy(pg, tab.copySelect(a.after, c.src.chunkRows)); err != nil {
+	if err := startCopy(pg, tab.copySelect(a.after, a.limit)); err != nil {
 		return nil, err
 	}
 	b := &c.snap.batch
-	arena, _, err := b.read(ctx, pg, len(tab.cols), c.src.chunkRows+1) // LIMIT: to the COPY's end
+	arena, _, err := b.read(ctx, pg, len(tab.cols), a.limit+1) // LIMIT: to the COPY's end
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +347,7 @@ func (c *conn) selectChunk(ctx context.Context, pg *pgconn.PgConn, a chunkAt) (k
 		return nil, nil
 	}
 	n := len(b.starts) - 1
-	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == c.src.chunkRows, rows: make([][]byte, n)}
+	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == a.limit, rows: make([][]byte, n)}
 	// Every row's progress in one string, as the export's (see fetch).
 	prefix, texts := a.prefix, b.texts[:0]
 	k.ends = append(make([]int, 0, n+1), 0)
