@@ -15,10 +15,10 @@
 // transaction, from 0. Everything else goes to stderr. The cursor is saved
 // after every change (with -checkpoint D, at most every D: a kill then
 // prints again the changes since the last save), except while -snapshot's
-// snapshot is under way: at most every 100ms then, so that neither its
-// rows nor the changes a chunk waits for are an fsync each (a kill prints
-// again what was handled in the last 100ms). A backfill's rows, which
-// share a position, are saved at most every 100ms too. On SIGTERM or SIGINT it saves and exits with status
+// snapshot is under way: every 100ms then, so that neither its rows nor
+// the changes a chunk waits for are an fsync each (a kill prints again
+// what was handled in the last 100ms). A backfill's rows, which share a
+// position, are saved at most every 100ms too. On SIGTERM or SIGINT it saves and exits with status
 // 0. When the server or the slot is not the one the saved cursor came from
 // (a recreated slot, a restored or replaced server), it stops with status
 // 1 and says what changed.
@@ -194,9 +194,8 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 			return err
 		}
 	}
-	// The stream logs the cursor it holds, zero until its first event: the
-	// Source loads the Store itself once it holds the slot (see
-	// cdc.Source.Confirming). Say where this run resumes.
+	// Where this run resumes (the stream's own load, through
+	// cdc.Source.Confirming, waits until it holds the slot).
 	loaded, err := store.Load(ctx)
 	if err != nil {
 		return err
@@ -255,6 +254,7 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		if cfg.failover { // a promotion takes seconds: look for the new primary often
 			sopts = append(sopts, stream.WithBackoff(backoff.Exponential(backoff.WithMaxInterval(5*time.Second))))
 		}
+		store.keepRows(!snapshotting) // the stream paces a snapshot's saves
 		if r, err = cdc.NewResumer(src, store, sopts...); err != nil {
 			return err
 		}

@@ -13,13 +13,15 @@ import (
 // position reach the file.
 const rowSaveEvery = 100 * time.Millisecond
 
-// rowSaves is the example's Store: the file, except that a snapshot row's
-// save at the position (LSN and index) the file already holds, within
-// rowSaveEvery of the last write, is only kept: the next save writes it
-// (or flush). The rows of a snapshot's first pass, or of one chunk, share
-// a position, so a snapshot costs an fsync per 100 ms, not one per row,
-// and the server is told nothing the file does not hold (the position is
-// the file's). A kill prints again the rows of the last 100 ms at most.
+// rowSaves is the example's Store: the file, except that, while keeping
+// (see keepRows), a snapshot row's save at the position (LSN and index) the
+// file already holds, within rowSaveEvery of the last write, is only kept:
+// the next save writes it (or flush). The rows of a backfill's chunk share
+// a position, so they cost an fsync per 100 ms, not one per row, and the
+// server is told nothing the file does not hold (the position is the
+// file's). A kill prints again the rows of the last 100 ms at most. While
+// a snapshot is under way the stream itself saves every 100 ms, and every
+// save is written: keeping as well would double what a kill prints again.
 // Changes are saved as the stream says (after every one by default).
 type rowSaves struct {
 	file cursor.Store[cdc.Cursor]
@@ -29,6 +31,15 @@ type rowSaves struct {
 	at      time.Time  // when it was written
 	kept    cdc.Cursor // a save not written yet, when keeping
 	keeping bool
+	keep    bool // keep rows' saves back (set by keepRows)
+}
+
+// keepRows says whether saves of snapshot rows are kept back; a save kept
+// already is kept until the next save or flush.
+func (s *rowSaves) keepRows(keep bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = keep
 }
 
 func (s *rowSaves) Load(ctx context.Context) (cdc.Cursor, error) {
@@ -48,7 +59,7 @@ func (s *rowSaves) Save(ctx context.Context, c cdc.Cursor) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if c.Row > 0 && c.LSN == s.written.LSN && c.Index == s.written.Index && now.Sub(s.at) < rowSaveEvery {
+	if s.keep && c.Row > 0 && c.LSN == s.written.LSN && c.Index == s.written.Index && now.Sub(s.at) < rowSaveEvery {
 		s.kept, s.keeping = c, true
 		return nil
 	}

@@ -133,16 +133,34 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	b.Run("pairs", func(b *testing.B) {
 		var vsCopy, vsOrdered []float64
-		for b.Loop() {
-			snap, _ := read["snapshot"](b)
-			copied, ordered := copyOut(b, dsn, rows, ""), copyOut(b, dsn, rows, " ORDER BY id")
+		var peak uint64
+		for i := 0; b.Loop(); i++ {
+			var snap, copied, ordered time.Duration
+			var p uint64
+			if i%2 == 0 { // alternating which goes first
+				snap, p = read["snapshot"](b)
+				copied, ordered = copyOut(b, dsn, rows, ""), copyOut(b, dsn, rows, " ORDER BY id")
+			} else {
+				copied, ordered = copyOut(b, dsn, rows, ""), copyOut(b, dsn, rows, " ORDER BY id")
+				snap, p = read["snapshot"](b)
+			}
+			peak = max(peak, p)
 			vsCopy = append(vsCopy, copied.Seconds()/snap.Seconds())
 			vsOrdered = append(vsOrdered, ordered.Seconds()/snap.Seconds())
 		}
-		b.ReportMetric(median(vsCopy), "snapshot/copy")
-		b.ReportMetric(median(vsOrdered), "snapshot/copy-ordered")
+		reportSpread(b, vsCopy, "snapshot/copy")
+		reportSpread(b, vsOrdered, "snapshot/copy-ordered")
+		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		b.ReportMetric(0, "ns/op")
 	})
+}
+
+// reportSpread reports the median of v as unit, and its least and
+// greatest as unit-min and unit-max.
+func reportSpread(b *testing.B, v []float64, unit string) {
+	b.ReportMetric(median(v), unit)
+	b.ReportMetric(slices.Min(v), unit+"-min")
+	b.ReportMetric(slices.Max(v), unit+"-max")
 }
 
 // median returns the median of v, which it sorts.
@@ -253,6 +271,32 @@ func BenchmarkReplVsRecvlogical(b *testing.B) {
 				return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 			},
 		}
+		// Side by side: each round reads a copy of the slot through each,
+		// the first alternating; the ratios are the Source's over
+		// pg_recvlogical's (events/s, client CPU).
+		b.Run(fmt.Sprintf("tx%d/pairs", perTx), func(b *testing.B) {
+			var speed, cpu []float64
+			for i := 0; b.Loop(); i++ {
+				order := []string{"source", "pg_recvlogical"}
+				if i%2 == 1 {
+					slices.Reverse(order)
+				}
+				took, used := map[string]time.Duration{}, map[string]time.Duration{}
+				for _, name := range order {
+					c := fresh()
+					start := time.Now()
+					used[name] = read[name](c)
+					took[name] = time.Since(start)
+					awaitInactive(b, dsn, c)
+					replExec(b, dsn, "SELECT pg_drop_replication_slot('"+c+"')")
+				}
+				speed = append(speed, took["pg_recvlogical"].Seconds()/took["source"].Seconds())
+				cpu = append(cpu, used["source"].Seconds()/used["pg_recvlogical"].Seconds())
+			}
+			reportSpread(b, speed, "events/s-x")
+			reportSpread(b, cpu, "client-cpu-x")
+			b.ReportMetric(0, "ns/op")
+		})
 		for _, name := range []string{"source", "pg_recvlogical", "source", "pg_recvlogical"} {
 			b.Run(fmt.Sprintf("tx%d/%s", perTx, name), func(b *testing.B) {
 				var cpu time.Duration

@@ -19,17 +19,18 @@ import (
 
 // snapWork is a connection's snapshot and backfill state.
 type snapWork struct {
-	prog    progress
-	text    string // prog encoded, as every cursor carries it
-	sent    string // the text of the last cursor made
-	initial bool   // the publication's tables are still to be listed
-	side    *pgconn.PgConn
-	tabs    map[tableName]*table
-	chunk   *chunk
-	recent  [1024]uint32 // xids of the transactions the stream read last
-	nrecent int
-	retryAt time.Time
-	retries int
+	prog     progress
+	text     string // prog encoded, as every cursor carries it
+	sent     string // the text of the last cursor made
+	initial  bool   // the publication's tables are still to be listed
+	side     *pgconn.PgConn
+	tabs     map[tableName]*table
+	chunk    *chunk
+	fetching chan chunkRead // the next chunk of the table, read while the chunk's rows go out; nil: none
+	recent   [1024]uint32   // xids of the transactions the stream read last
+	nrecent  int
+	retryAt  time.Time
+	retries  int
 
 	// Reading the snapshot the slot exported (see useImport).
 	export  bool
@@ -54,6 +55,11 @@ func (w *snapWork) noteCommit(xid uint32) {
 	w.nrecent++
 }
 
+// readAny reports whether the stream read lately the commit of any of xids.
+func (c *conn) readAny(xids []uint32) bool {
+	return slices.ContainsFunc(xids, c.snap.readRecently)
+}
+
 // readRecently reports whether the stream read the commit of xid lately.
 func (w *snapWork) readRecently(xid uint32) bool {
 	n := min(w.nrecent, len(w.recent))
@@ -70,6 +76,9 @@ func (w *snapWork) readRecently(xid uint32) bool {
 func (c *conn) idleWork(ctx context.Context) error {
 	w := &c.snap
 	c.takeRequests()
+	if w.fetching != nil {
+		return c.takePrefetched(ctx)
+	}
 	if w.chunk != nil || (len(w.prog.Tables) == 0 && !w.initial) || time.Now().Before(w.retryAt) {
 		return nil
 	}
@@ -155,46 +164,136 @@ func (c *conn) snapTable(ctx context.Context, t tableName) (*table, error) {
 // the first has no more rows or is gone.
 func (c *conn) readChunk(ctx context.Context) error {
 	w := &c.snap
-	t := w.prog.Tables[0]
-	k, err := c.selectChunk(ctx, t)
+	return c.useChunk(c.fetchChunk(ctx, w.side, chunkAt{t: w.prog.Tables[0], after: w.prog.After, prefix: w.prog.prefix(), limit: min(c.src.chunkRows, firstChunkRows)}))
+}
+
+// chunkAt is where a chunk starts: its table, the key after which (none:
+// from the first row), and the progress's prefix (see progress.prefix);
+// and how many rows it reads at most.
+type chunkAt struct {
+	t      tableName
+	after  []string
+	prefix string
+	limit  int
+}
+
+// firstChunkRows bounds the first chunk a connection reads, which nothing
+// was read ahead of: a resumed snapshot's first rows come after a read of
+// this many, and the next chunks, full, are read while rows go out.
+const firstChunkRows = 1000
+
+// chunkRead is the outcome of fetchChunk.
+type chunkRead struct {
+	t   tableName
+	k   *chunk        // nil: refused (see selectChunk), or failed
+	at  pglogrepl.LSN // the watermark's position, when known
+	err error
+}
+
+// fetchChunk reads the chunk at a on the side connection pg and emits its
+// watermark. It touches nothing of the connection but the chunk buffers:
+// while a chunk's rows go out, it runs beside Recv (see prefetch).
+func (c *conn) fetchChunk(ctx context.Context, pg *pgconn.PgConn, a chunkAt) chunkRead {
+	t := a.t
+	k, err := c.selectChunk(ctx, pg, a)
+	if err != nil || k == nil || len(k.rows) == 0 {
+		return chunkRead{t: t, k: k, err: err}
+	}
+	token := make([]byte, 8)
+	_, _ = rand.Read(token)
+	k.mark = c.src.slot + "/" + hex.EncodeToString(token)
+	// Transactional, so that its commit flushes it and the stream gets it
+	// at once.
+	at, err := query(ctx, pg, "SELECT pg_logical_emit_message(true, $1, $2)::text", watermarkPrefix, k.mark)
+	if err != nil {
+		return chunkRead{t: t, err: fmt.Errorf("emitting the watermark: %w", err)}
+	}
+	r := chunkRead{t: t, k: k}
+	if len(at) == 1 && len(at[0]) == 1 {
+		r.at, _ = pglogrepl.ParseLSN(string(at[0][0]))
+	}
+	return r
+}
+
+// useChunk makes the chunk fetchChunk read the one in flight, or moves on
+// to the next table when it had no rows or the table is gone, or sets
+// when to read it again when it was refused.
+func (c *conn) useChunk(r chunkRead) error {
+	w := &c.snap
 	var pe *pgconn.PgError
-	switch {
+	switch err := r.err; {
 	case errors.Is(err, errNoTable) || errors.Is(err, errNotPublished) || (errors.As(err, &pe) && pe.Code == "42P01"): // dropped, or no longer published
 		c.nextTable()
 		return nil
 	case errors.Is(err, ErrInvalid):
 		return errclass.Permanent(fmt.Errorf("cdc: snapshot: %w", err))
 	case err != nil:
-		return classify(fmt.Errorf("cdc: snapshot of %s: %w", t, err))
+		return classify(fmt.Errorf("cdc: snapshot of %s: %w", r.t, err))
 	}
-	if k == nil { // refused: read it again a moment later
+	if r.k != nil && c.readAny(r.k.xip) {
+		// A transaction S saw running committed, and the stream read it
+		// before the chunk began: its changes were not observed.
+		r.k = nil
+	}
+	if r.k == nil { // refused: read it again a moment later
 		w.retries++
 		w.retryAt = time.Now().Add(min(time.Duration(w.retries)*10*time.Millisecond, maxChunkRetry))
 		return nil
 	}
 	w.retries = 0
-	if len(k.rows) == 0 {
+	if len(r.k.rows) == 0 {
 		c.nextTable()
 		return nil
 	}
-	token := make([]byte, 8)
-	_, _ = rand.Read(token)
-	mark := c.src.slot + "/" + hex.EncodeToString(token)
-	// Transactional, so that its commit flushes it and the stream gets it
-	// at once.
-	at, err := query(ctx, w.side, "SELECT pg_logical_emit_message(true, $1, $2)::text", watermarkPrefix, mark)
-	if err != nil {
-		return classify(fmt.Errorf("cdc: snapshot of %s: emitting the watermark: %w", t, err))
-	}
-	k.mark = mark
-	w.chunk = k
-	if len(at) == 1 && len(at[0]) == 1 {
-		if lsn, err := pglogrepl.ParseLSN(string(at[0][0])); err == nil {
-			c.src.waiting.Store(&chunkWait{table: t.String(), mark: lsn})
-			c.src.waitRead.Store(uint64(c.walEnd))
-		}
+	w.chunk = r.k
+	if r.at != 0 {
+		c.src.waiting.Store(&chunkWait{table: r.t.String(), mark: r.at})
+		c.src.waitRead.Store(uint64(c.walEnd))
 	}
 	return nil
+}
+
+// prefetch starts reading the chunk after k, whose watermark the stream
+// just reached, while k's rows go out: the stream reads nothing until
+// they are out, so the next chunk's snapshot is the one it would take
+// after them. Only a full chunk of the table being read, when no listing
+// of tables is due, has a next chunk read ahead.
+func (c *conn) prefetch(k *chunk) {
+	w := &c.snap
+	if !k.more || k.redo || w.initial || w.prog.expand || w.side == nil || w.fetching != nil || len(w.prog.Tables) == 0 {
+		return
+	}
+	ch := make(chan chunkRead, 1)
+	w.fetching = ch
+	pg, a := w.side, chunkAt{t: w.prog.Tables[0], after: k.last, prefix: w.prog.prefix(), limit: c.src.chunkRows}
+	go func() { ch <- c.fetchChunk(context.Background(), pg, a) }() // Close cuts the side connection to end it
+}
+
+// takePrefetched waits for the chunk prefetch reads and makes it the one in
+// flight.
+func (c *conn) takePrefetched(ctx context.Context) error {
+	w := &c.snap
+	select {
+	case r := <-w.fetching:
+		w.fetching = nil
+		return c.useChunk(r)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopPrefetch ends a prefetch still under way, cutting the side
+// connection it reads, and waits for its end. Called by Close.
+func (c *conn) stopPrefetch() {
+	w := &c.snap
+	if w.fetching == nil {
+		return
+	}
+	if side := c.side.Load(); side != nil {
+		_ = side.Conn().Close()
+	}
+	<-w.fetching
+	w.fetching = nil
 }
 
 // chunkWait is a snapshot chunk waiting for its watermark, for Health.
@@ -203,13 +302,13 @@ type chunkWait struct {
 	mark  pglogrepl.LSN // the watermark's position
 }
 
-// selectChunk reads the rows of table t after the progress's key at a
-// snapshot S, and S, with t's columns and types as S sees them: an ALTER
-// between two chunks changes the next chunk's. It returns nil when S cannot
-// be used: a transaction S does not see had committed already (the stream
-// may have delivered it before the chunk began).
-func (c *conn) selectChunk(ctx context.Context, t tableName) (k *chunk, err error) {
-	pg := c.snap.side
+// selectChunk reads on pg the rows of the chunk at a at a snapshot S, and
+// S, with the table's columns and types as S sees them: an ALTER between
+// two chunks changes the next chunk's. It returns nil when S cannot be
+// used: a transaction S does not see committed while the rows were read
+// (useChunk refuses one the stream read before the chunk began).
+func (c *conn) selectChunk(ctx context.Context, pg *pgconn.PgConn, a chunkAt) (k *chunk, err error) {
+	t := a.t
 	defer func() { // also when the LOCK failed: BEGIN succeeded
 		if _, rerr := pg.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil && err == nil {
 			err = rerr
@@ -232,16 +331,11 @@ func (c *conn) selectChunk(ctx context.Context, t tableName) (k *chunk, err erro
 	if err != nil {
 		return nil, err
 	}
-	for _, x := range xip {
-		if c.snap.readRecently(x) {
-			return nil, nil
-		}
-	}
-	if err := startCopy(pg, tab.copySelect(c.snap.prog.After, c.src.chunkRows)); err != nil {
+	if err := startCopy(pg, tab.copySelect(a.after, a.limit)); err != nil {
 		return nil, err
 	}
 	b := &c.snap.batch
-	arena, _, err := b.read(ctx, pg, len(tab.cols), c.src.chunkRows+1) // LIMIT: to the COPY's end
+	arena, _, err := b.read(ctx, pg, len(tab.cols), a.limit+1) // LIMIT: to the COPY's end
 	if err != nil {
 		return nil, err
 	}
@@ -253,9 +347,9 @@ func (c *conn) selectChunk(ctx context.Context, t tableName) (k *chunk, err erro
 		return nil, nil
 	}
 	n := len(b.starts) - 1
-	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == c.src.chunkRows, rows: make([][]byte, n)}
+	k = &chunk{tab: tab, xmax: xmax, xip: xip, more: n == a.limit, rows: make([][]byte, n)}
 	// Every row's progress in one string, as the export's (see fetch).
-	prefix, texts := c.snap.prog.prefix(), b.texts[:0]
+	prefix, texts := a.prefix, b.texts[:0]
 	k.ends = append(make([]int, 0, n+1), 0)
 	for r := range n {
 		row := arena[b.starts[r]:b.starts[r+1]:b.starts[r+1]]
@@ -397,6 +491,7 @@ func (c *conn) watermark(content []byte, pos Cursor) {
 	if k := c.snap.chunk; k != nil && !k.reached && string(content) == k.mark {
 		k.reached, k.at = true, pos
 		c.src.waiting.Store(nil)
+		c.prefetch(k)
 	}
 }
 

@@ -220,3 +220,84 @@ func TestHealthSnapshotWait(t *testing.T) {
 		t.Errorf("Health after Run: table %q, %d bytes, want none", h.SnapshotWaitTable, h.SnapshotWaitBytes)
 	}
 }
+
+// A restart logs, and hands its OnConnect hook, the cursor it resumed
+// from: the Store's Load through Confirming returns the cursor the wrapped
+// Store holds (loaded once the slot is held), not zero.
+func TestRestartReportsLoadedCursor(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	slot := replSetup(t, dsn)
+	store := cursor.NewMemory(cdc.Cursor{})
+	ctx := pgtest.Ctx(t)
+	first := func() {
+		src, err := cdc.NewSource(dsn, slot, "pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cdc.NewResumer(src, store, stream.WithCheckpointEvery(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var handled atomic.Int64
+		done := make(chan error, 1)
+		go func() {
+			done <- r.Run(rctx, func(context.Context, cdc.Event) error {
+				handled.Add(1)
+				return nil
+			})
+		}()
+		replExec(t, dsn, "INSERT INTO items (id) VALUES (1), (2), (3)")
+		replUntil(t, "3 changes handled", func() bool { return handled.Load() >= 3 })
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run() = %v", err)
+		}
+	}
+	first()
+	saved, err := store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.LSN == 0 {
+		t.Fatalf("saved %v: nothing saved", saved)
+	}
+	awaitInactive(t, dsn, slot)
+
+	src, err := cdc.NewSource(dsn, slot, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	connected := make(chan cdc.Cursor, 1)
+	hooks := stream.Hooks[cdc.Cursor]{OnConnect: func(ev stream.ConnectEvent[cdc.Cursor]) {
+		select {
+		case connected <- ev.After:
+		default:
+		}
+	}}
+	r, err := cdc.NewResumer(src, store, stream.WithHooks(hooks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx, func(context.Context, cdc.Event) error { return nil }) }()
+	var after cdc.Cursor
+	select {
+	case after = <-connected:
+	case <-ctx.Done():
+		t.Fatal("no connection after the restart")
+	}
+	logged := r.Cursor() // what the stream logs with "stream opened"
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run() = %v", err)
+	}
+	if after != saved {
+		t.Errorf("OnConnect After = %v, want the saved %v", after, saved)
+	}
+	if logged != saved {
+		t.Errorf("Cursor() at the connection = %v, want the saved %v", logged, saved)
+	}
+}

@@ -43,6 +43,7 @@ type conn struct {
 	side      atomic.Pointer[pgconn.PgConn] // snap.side, for Close to unblock a Recv reading it
 
 	rels map[uint32]*relation
+	from Cursor // the cursor Open started after (the loaded one when further)
 	skip Cursor // changes at or before it were handled before this Open
 	last Cursor // the position of the last event delivered, or skip
 
@@ -70,6 +71,13 @@ type conn struct {
 	confirm  atomic.Bool
 	statusAt atomic.Int64
 	deadline time.Time // the read deadline sendStatus or confirmDue set last
+
+	// The context of the Recv calls, watched once for all of them (see
+	// watchCtx), not per message as pgconn's ReceiveMessage(ctx) would.
+	watched  <-chan struct{} // its Done; nil: none watched
+	unwatch  func() bool
+	fired    chan struct{} // closed once its end made reads time out
+	ctxEnded atomic.Bool   // the watched context ended: reads time out at once
 }
 
 func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, error) {
@@ -81,6 +89,7 @@ func newConn(s *Source, pg *pgconn.PgConn, id identity, after Cursor) (*conn, er
 		src:  s,
 		id:   id,
 		pg:   pg,
+		from: after,
 		rels: make(map[uint32]*relation),
 		skip: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
 		last: Cursor{LSN: after.LSN, Index: after.Index, Row: after.Row},
@@ -152,7 +161,8 @@ func (c *conn) Recv(ctx context.Context) (Event, error) {
 				return Event{}, err
 			}
 		}
-		msg, err := c.pg.ReceiveMessage(ctx)
+		c.watchCtx(ctx)
+		msg, err := c.pg.ReceiveMessage(context.Background()) // ctx is watched by watchCtx
 		if err != nil {
 			if ctx.Err() != nil {
 				return Event{}, ctx.Err()
@@ -354,10 +364,53 @@ func (c *conn) sendStatus() error {
 // setDeadline sets the read deadline of the replication connection.
 func (c *conn) setDeadline(at time.Time) error {
 	c.deadline = at
-	if err := c.pg.Conn().SetReadDeadline(at); err != nil {
+	if err := c.readDeadline(at); err != nil {
 		return fmt.Errorf("cdc: replication of slot %q: %w", c.src.slot, err)
 	}
 	return nil
+}
+
+// readDeadline sets the socket's read deadline to at, or to the past once
+// the watched context ended: whichever of this and the context's end comes
+// last, a read then times out at once.
+func (c *conn) readDeadline(at time.Time) error {
+	err := c.pg.Conn().SetReadDeadline(at)
+	if c.ctxEnded.Load() {
+		err = c.pg.Conn().SetReadDeadline(time.Unix(1, 0))
+	}
+	return err
+}
+
+// watchCtx makes the reads of the replication connection time out once
+// ctx ends, unless ctx is the context watched already. Recv then returns
+// ctx's error. Called with mu held.
+func (c *conn) watchCtx(ctx context.Context) {
+	done := ctx.Done()
+	if done == c.watched && c.unwatch != nil {
+		return
+	}
+	c.unwatchCtx()
+	if done == nil { // never ends
+		return
+	}
+	fired := make(chan struct{})
+	c.watched, c.fired = done, fired
+	c.unwatch = context.AfterFunc(ctx, func() {
+		defer close(fired)
+		c.ctxEnded.Store(true)
+		_ = c.pg.Conn().SetReadDeadline(time.Unix(1, 0))
+	})
+}
+
+// unwatchCtx stops watching the context watchCtx watched, restoring the
+// read deadline when its end had moved it. Called with mu held.
+func (c *conn) unwatchCtx() {
+	if c.unwatch != nil && !c.unwatch() {
+		<-c.fired
+		c.ctxEnded.Store(false)
+		_ = c.pg.Conn().SetReadDeadline(c.deadline)
+	}
+	c.watched, c.unwatch, c.fired = nil, nil, nil
 }
 
 // confirmDue sends a status update for a save when confirmGap has passed
@@ -387,7 +440,7 @@ const confirmGap = 50 * time.Millisecond
 // Source.hold, from any goroutine.
 func (c *conn) confirmSoon() {
 	c.confirm.Store(true)
-	_ = c.pg.Conn().SetReadDeadline(time.Unix(0, c.statusAt.Load()).Add(c.src.confirmGap()))
+	_ = c.readDeadline(time.Unix(0, c.statusAt.Load()).Add(c.src.confirmGap()))
 }
 
 // pgEpoch is PostgreSQL's epoch, 2000-01-01 UTC.
@@ -433,6 +486,8 @@ func (c *conn) Close() error {
 			c.mu.Lock()
 		}
 		defer c.mu.Unlock()
+		c.unwatchCtx()
+		c.stopPrefetch()
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		_ = c.pg.Close(ctx)

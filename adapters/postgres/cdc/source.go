@@ -68,6 +68,9 @@ type Source struct {
 	statuses atomic.Int64         // status updates sent, for tests
 	live     atomic.Pointer[conn] // the connection streaming now, told of each save; nil: none
 
+	parked    *conn       // the connection Confirming's Load opened, for the next Open; guarded by mu
+	unparkCtx func() bool // stops closing parked when Load's ctx ends; guarded by mu
+
 	waiting  atomic.Pointer[chunkWait] // the snapshot chunk waiting for its watermark; nil: none
 	waitRead atomic.Uint64             // the position of the last message read while it waits
 
@@ -194,12 +197,18 @@ func NewResumer(src *Source, store cursor.Store[Cursor], opts ...stream.Option) 
 // the last such cursor, and nothing else. It is safe for concurrent use if
 // st is.
 //
-// Its Load does not read st: it returns the cursor s last learned st holds
-// (zero at first). Open loads st itself once it holds the slot, and starts
-// after the cursor it loaded (or after the one it was given, when that is
-// further): a Load of a postgres.Store takes the stream over, and only the
-// process holding the slot may do that, so a standby waiting for the slot
-// never disturbs the active process.
+// Its Load takes the slot as Open does (the first call that finds it held
+// by another process fails saying so, the next waits as a standby), loads
+// st once it holds the slot, and keeps that connection for the next Open,
+// which starts after the cursor Load returned: the stream logs the cursor
+// it resumes from. The connection is closed if ctx ends first. Any other
+// failure to open is left to Open, which meets it again (so that a stream
+// resyncs after [stream.ErrSourceChanged]). Only the
+// process holding the slot loads st (a Load of a postgres.Store takes the
+// stream over), so a standby waiting for the slot never disturbs the
+// active process; Open loads st again whenever it takes the slot anew, and
+// starts after the cursor it loaded or the one it was given, whichever is
+// further.
 func (s *Source) Confirming(st cursor.Store[Cursor]) cursor.Store[Cursor] {
 	s.mu.Lock()
 	s.store = st
@@ -225,7 +234,48 @@ func (c *confirming) Load(ctx context.Context) (Cursor, error) {
 	if err := ctx.Err(); err != nil {
 		return Cursor{}, err
 	}
-	return c.src.held(), nil
+	if c.st == nil {
+		return c.src.held(), nil
+	}
+	return c.src.take(ctx)
+}
+
+// take opens a connection as Open does, after the cursor the Store was
+// last known to hold (Open loads it once it holds the slot), and parks it
+// for the next Open. It returns the cursor the connection starts after.
+func (s *Source) take(ctx context.Context) (Cursor, error) {
+	sc, err := s.Open(ctx, s.held())
+	var busy *slotBusy
+	switch {
+	case ctx.Err() != nil || errors.As(err, &busy):
+		return Cursor{}, err // busy: the stream says so, and the next Load waits
+	case err != nil:
+		// Open meets it again, where the stream classifies it (a resync
+		// may follow); Load itself is not the Store failing.
+		return s.held(), nil
+	}
+	c := sc.(*conn)
+	s.mu.Lock()
+	s.parked = c
+	s.unparkCtx = context.AfterFunc(ctx, func() {
+		if c := s.unpark(); c != nil {
+			_ = c.Close()
+		}
+	})
+	s.mu.Unlock()
+	return c.from, nil
+}
+
+// unpark returns the parked connection, or nil, and parks nothing more.
+func (s *Source) unpark() *conn {
+	s.mu.Lock()
+	c, stop := s.parked, s.unparkCtx
+	s.parked, s.unparkCtx = nil, nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return c
 }
 
 func (c *confirming) Save(ctx context.Context, cur Cursor) error {
@@ -302,6 +352,12 @@ func (s *Source) RecvRespectsContext() bool { return true }
 func (s *Source) Open(ctx context.Context, after Cursor) (stream.Conn[Event], error) {
 	if err := after.validate(); err != nil {
 		return nil, errclass.Permanent(err)
+	}
+	if c := s.unpark(); c != nil {
+		if c.from == after { // the connection Load took the slot with
+			return c, nil
+		}
+		_ = c.Close()
 	}
 	var seq backoff.Sequence
 	for {
