@@ -1,50 +1,13 @@
 package kubetest_test
 
 import (
-	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 	"github.com/resumable-go/resumable/internal/testkit/kubetest"
 	"github.com/resumable-go/resumable/internal/testkit/testbin"
 )
-
-// outcome is how a harness call ended a test: skipped or failed, and why.
-type outcome struct {
-	skipped, failed bool
-	msg             string
-}
-
-// recorder is a testing.TB whose Skip and Fatal end only the goroutine of
-// the call under test, recording how.
-type recorder struct {
-	testing.TB
-	out outcome
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Skip(args ...any) {
-	r.out = outcome{skipped: true, msg: fmt.Sprint(args...)}
-	runtime.Goexit()
-}
-func (r *recorder) Skipf(format string, args ...any) { r.Skip(fmt.Sprintf(format, args...)) }
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.out = outcome{failed: true, msg: fmt.Sprintf(format, args...)}
-	runtime.Goexit()
-}
-
-// startIn calls kubetest.Start in a goroutine of its own with r as its test.
-func startIn(t *testing.T) outcome {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		kubetest.Start(r)
-	}()
-	<-done
-	return r.out
-}
 
 // TestStartWithoutBinaries: the test-server rule. Without the binaries a
 // local run skips, naming the command that builds them; with CI set the
@@ -55,22 +18,22 @@ func TestStartWithoutBinaries(t *testing.T) {
 		name   string
 		optIn  string
 		ci     string
-		want   outcome
+		want   childproc.Outcome
 		naming string
 	}{
-		{name: "local", optIn: "1", ci: "", want: outcome{skipped: true}, naming: testbin.BuildCommand},
-		{name: "CI", optIn: "1", ci: "true", want: outcome{failed: true}, naming: testbin.BuildCommand},
-		{name: "not opted in", optIn: "", ci: "", want: outcome{skipped: true}, naming: kubetest.EnvIntegration + "=1"},
+		{name: "local", optIn: "1", ci: "", want: childproc.Outcome{Skipped: true}, naming: testbin.BuildCommand},
+		{name: "CI", optIn: "1", ci: "true", want: childproc.Outcome{Failed: true}, naming: testbin.BuildCommand},
+		{name: "not opted in", optIn: "", ci: "", want: childproc.Outcome{Skipped: true}, naming: kubetest.EnvIntegration + "=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(kubetest.EnvBin, t.TempDir()) // no binaries there
 			t.Setenv(kubetest.EnvIntegration, tt.optIn)
 			t.Setenv("CI", tt.ci)
-			got := startIn(t)
-			if got.skipped != tt.want.skipped || got.failed != tt.want.failed || !strings.Contains(got.msg, tt.naming) {
+			got := childproc.Record(t, func(tb testing.TB) { kubetest.Start(tb) })
+			if got.Skipped != tt.want.Skipped || got.Failed != tt.want.Failed || !strings.Contains(got.Msg, tt.naming) {
 				t.Errorf("Start() skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
-					got.skipped, got.failed, got.msg, tt.want.skipped, tt.want.failed, tt.naming)
+					got.Skipped, got.Failed, got.Msg, tt.want.Skipped, tt.want.Failed, tt.naming)
 			}
 		})
 	}

@@ -2,49 +2,13 @@ package redistest_test
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 	"github.com/resumable-go/resumable/internal/testkit/redistest"
 )
-
-// recorder is a testing.TB whose Skipf and Fatalf record the message and
-// end the goroutine, as the real ones do.
-type recorder struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Skipf(format string, args ...any) {
-	r.skipped = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Fatal(args ...any) {
-	r.failed = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-// start runs redistest.Start on r in a goroutine of its own (Skipf and
-// Fatalf end it) and waits for it.
-func start(r *recorder) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		redistest.Start(r)
-	}()
-	<-done
-}
 
 // TestMissingBinary: without the binary, a local run skips naming the one
 // install command, and a run with CI set fails.
@@ -61,20 +25,12 @@ func TestMissingBinary(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(redistest.EnvBin, filepath.Join(t.TempDir(), "no-redis-server"))
 			t.Setenv("CI", tt.ci)
-			r := &recorder{TB: t}
-			start(r)
-			msg := r.failed
-			if tt.wantSkip {
-				msg = r.skipped
+			got := childproc.Record(t, func(tb testing.TB) { redistest.Start(tb) })
+			if got.Skipped != tt.wantSkip || got.Failed == tt.wantSkip {
+				t.Fatalf("Start: %+v; want skipped: %v", got, tt.wantSkip)
 			}
-			if msg == "" {
-				t.Fatalf("Start: skipped %q, failed %q; want skipped: %v", r.skipped, r.failed, tt.wantSkip)
-			}
-			if !strings.Contains(msg, redistest.InstallCommand) {
-				t.Errorf("message %q does not name %q", msg, redistest.InstallCommand)
-			}
-			if tt.wantSkip && r.failed != "" || !tt.wantSkip && r.skipped != "" {
-				t.Errorf("Start: skipped %q, failed %q; want skipped: %v", r.skipped, r.failed, tt.wantSkip)
+			if !strings.Contains(got.Msg, redistest.InstallCommand) {
+				t.Errorf("message %q does not name %q", got.Msg, redistest.InstallCommand)
 			}
 		})
 	}

@@ -1,15 +1,14 @@
 package testbin_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/resumable-go/resumable/internal/testkit/childproc"
 	"github.com/resumable-go/resumable/internal/testkit/testbin"
 )
 
@@ -94,23 +93,6 @@ func TestFind(t *testing.T) {
 	}
 }
 
-// recorder is a testing.TB whose Skipf and Fatalf record the message and
-// end the goroutine, as the real ones do.
-type recorder struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Skipf(format string, args ...any) {
-	r.skipped = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 // TestRequireWithoutBinary: the test-server rule. A local run skips, CI
 // fails; both name the build command.
 func TestRequireWithoutBinary(t *testing.T) {
@@ -126,22 +108,12 @@ func TestRequireWithoutBinary(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(testbin.EnvBin, t.TempDir()) // empty
 			t.Setenv("CI", tt.ci)
-			r := &recorder{TB: t}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				testbin.Require(r, "etcd")
-			}()
-			<-done
-			msg, other := r.failed, r.skipped
-			if tt.wantSkip {
-				msg, other = r.skipped, r.failed
+			got := childproc.Record(t, func(tb testing.TB) { testbin.Require(tb, "etcd") })
+			if got.Skipped != tt.wantSkip || got.Failed == tt.wantSkip {
+				t.Fatalf("Require(): %+v; want skipped: %v", got, tt.wantSkip)
 			}
-			if msg == "" || other != "" {
-				t.Fatalf("Require(): skipped %q, failed %q; want skipped: %v", r.skipped, r.failed, tt.wantSkip)
-			}
-			if !strings.Contains(msg, testbin.BuildCommand) {
-				t.Errorf("Require() message %q does not name %q", msg, testbin.BuildCommand)
+			if !strings.Contains(got.Msg, testbin.BuildCommand) {
+				t.Errorf("Require() message %q does not name %q", got.Msg, testbin.BuildCommand)
 			}
 		})
 	}
