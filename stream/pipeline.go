@@ -271,9 +271,9 @@ func (p *pipeline[T, C]) oldest() int32 {
 }
 
 // pop removes the oldest ready slot, and returns it. p.mu is held.
+// There is one: startable said so.
 func (p *pipeline[T, C]) pop() int32 {
-	if p.freshN > 0 && (len(p.ready) == 0 || p.slots[p.fresh[p.freshAt]].seq < p.slots[p.ready[0]].seq) {
-		i := p.fresh[p.freshAt]
+	if i := p.oldest(); p.freshN > 0 && i == p.fresh[p.freshAt] {
 		p.freshAt = (p.freshAt + 1) % len(p.fresh)
 		p.freshN--
 		return i
