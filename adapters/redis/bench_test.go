@@ -107,33 +107,24 @@ func groupLoop(b *testing.B, rdb *goredis.Client, key string, n int) func() erro
 // sourceSide reads with a Source, its cursor in memory, and a handler that
 // does nothing (NewResumer, defaults).
 func sourceSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
-	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := redis.NewResumer(src, cursor.NewMemory(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return func() error {
-		seen := 0
-		return r.Run(context.Background(), func(context.Context, redis.Entry) error {
-			if seen++; seen == n {
-				return stream.ErrStop
-			}
-			return nil
-		})
-	}
+	return resumerSide(b, rdb, key, n, false)
 }
 
 // xinfoSide is sourceSide with the stream's identity read by XINFO STREAM,
 // as where scripts are refused.
 func xinfoSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	return resumerSide(b, rdb, key, n, true)
+}
+
+// resumerSide is sourceSide, or xinfoSide when xinfo.
+func resumerSide(b *testing.B, rdb *goredis.Client, key string, n int, xinfo bool) func() error {
 	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	redis.UseXInfo(src)
+	if xinfo {
+		redis.UseXInfo(src)
+	}
 	r, err := redis.NewResumer(src, cursor.NewMemory(""))
 	if err != nil {
 		b.Fatal(err)
