@@ -198,7 +198,7 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) (graceful bool, err
 // Kill kills the process group and reaps the process. A process already
 // gone is not an error.
 func (p *Proc) Kill() {
-	_ = signalGroup(p.Pid(), syscall.SIGCONT) // a stopped process must run to die of SIGKILL promptly
+	resumeGroup(p.Pid()) // a stopped process must run to die of SIGKILL promptly
 	_ = signalGroup(p.Pid(), syscall.SIGKILL)
 	<-p.done
 }

@@ -22,3 +22,7 @@ func signalGroup(pid int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// resumeGroup continues a stopped process group (SIGCONT); errors are
+// ignored, as the group may be gone.
+func resumeGroup(pid int) { _ = signalGroup(pid, syscall.SIGCONT) }
