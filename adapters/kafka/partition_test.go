@@ -118,8 +118,8 @@ func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("allocations per fetch of %d records = %v, want 0", n, allocs)
 	}
-	if got, want := p.saved.Load(), int64((runs+1)*n); got != want {
-		t.Errorf("saved = %d, want %d (every record read)", got, want)
+	if got, want := p.read.Load(), int64((runs+1)*n); got != want || p.queued() != 0 {
+		t.Errorf("read = %d, queued = %d, want %d and 0 (every record read and counted)", got, p.queued(), want)
 	}
 }
 

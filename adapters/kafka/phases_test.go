@@ -50,12 +50,14 @@ type timeline struct {
 type gcTotals struct {
 	cycles uint64
 	cpu    float64 // seconds
+	live   uint64  // the heap marked live by the last collection, bytes
 }
 
 func readGC() gcTotals {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
-	return gcTotals{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64()}
+	return gcTotals{cycles: s[0].Value.Uint64(), cpu: s[1].Value.Float64(), live: s[2].Value.Uint64()}
 }
 
 type request struct {
@@ -183,7 +185,7 @@ func (s *sides) table() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "median per phase over %d rounds, ms (requests per pass, by response)\n", len(s.tls[0]))
 	fmt.Fprintf(&sb, "%-13s %9s %9s  %s\n", "phase", s.names[0], s.names[1], "requests: "+s.names[0]+" | "+s.names[1])
-	var totals, gcs, gcCPU, decoded [2][]float64
+	var totals, gcs, gcCPU, decoded, live [2][]float64
 	var phases [2][marks][]float64
 	var reqs [2][marks]map[string]int
 	for i := range s.tls {
@@ -199,6 +201,7 @@ func (s *sides) table() string {
 			}
 			totals[i] = append(totals[i], ms(total))
 			decoded[i] = append(decoded[i], float64(t.decoded))
+			live[i] = append(live[i], float64(t.gc[0].live)/(1<<20))
 			gcs[i] = append(gcs[i], float64(t.gc[1].cycles-t.gc[0].cycles))
 			gcCPU[i] = append(gcCPU[i], 1000*(t.gc[1].cpu-t.gc[0].cpu))
 			for m, c := range t.requests() {
@@ -215,6 +218,7 @@ func (s *sides) table() string {
 	fmt.Fprintf(&sb, "%-13s %9.2f %9.2f\n", "pass", median(totals[0]), median(totals[1]))
 	fmt.Fprintf(&sb, "%-13s %9.0f %9.0f\n", "decoded", median(decoded[0]), median(decoded[1]))
 	fmt.Fprintf(&sb, "%-13s %9.1f %9.1f\n", "gc cycles", median(gcs[0]), median(gcs[1]))
+	fmt.Fprintf(&sb, "%-13s %9.1f %9.1f\n", "live MiB", median(live[0]), median(live[1]))
 	fmt.Fprintf(&sb, "%-13s %9.2f %9.2f\n", "gc cpu ms", median(gcCPU[0]), median(gcCPU[1]))
 	return sb.String()
 }
