@@ -82,7 +82,8 @@ func BenchmarkSerial(b *testing.B) {
 			}
 			for i, tl := range tls {
 				s.add(i, tl)
-				read[i] = tl.phases()[markLast]
+				wall, _ := tl.phases()
+				read[i] = wall[markLast]
 			}
 			readRatios = append(readRatios, read[1].Seconds()/read[0].Seconds())
 			ratios = append(ratios, took[1].Seconds()/took[0].Seconds())

@@ -125,13 +125,31 @@ func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
 
 // BenchmarkRecordPath is the adapter's own cost per record, with no
 // cluster: a partition's stream (one handler doing nothing, the options
-// Run gives it) reads fetches of 500 records that a feeder queues as the
-// poll loop does.
+// Run gives it) reads fetches that a feeder queues as the poll loop does
+// (the next fetch once fewer than the buffer are queued). "small" has
+// fetches of 500 records and a buffer of 2,000: the queue stays below the
+// buffer, where each read is counted at once. "backlog" has fetches of
+// 8,192 records (a fetch of small records under kgo's default byte limits)
+// and the default buffer of 512: most reads are counted in batches.
 //
 //	go test ./adapters/kafka -run '^$' -bench RecordPath
 func BenchmarkRecordPath(b *testing.B) {
-	const size, ring = 500, 16 // a fetch is reused once the stream read it
-	p := newPartition(nil, topicPartition{topic: "orders"}, 4*size, func() {})
+	for _, c := range []struct {
+		name         string
+		size, buffer int
+	}{
+		{name: "small", size: 500, buffer: 2000},
+		{name: "backlog", size: 8192, buffer: defaultFetchBuffer},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchRecordPath(b, c.size, c.buffer) })
+	}
+}
+
+// benchRecordPath reads b.N records in fetches of size through a
+// partition of buffer.
+func benchRecordPath(b *testing.B, size, buffer int) {
+	const ring = 16 // a fetch is reused once the stream read it
+	p := newPartition(nil, topicPartition{topic: "orders"}, buffer, func() {})
 	r, err := (&member{g: &Group{}}).resumer(p)
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,6 +39,7 @@ var phaseNames = [marks]string{"", "create", "join", "first-fetch", "decode", "h
 type timeline struct {
 	mu   sync.Mutex
 	at   [marks]time.Time
+	cpu  [marks]time.Duration // the process's CPU time at each mark (the cluster's share included)
 	reqs []request
 	gc   [2]gcTotals // at the start and at the close
 	// decoded counts the records in the batches read before the first
@@ -68,7 +70,7 @@ type request struct {
 func newTimeline() *timeline {
 	t := &timeline{}
 	t.gc[0] = readGC()
-	t.at[markStart] = time.Now()
+	t.at[markStart], t.cpu[markStart] = time.Now(), processCPU()
 	return t
 }
 
@@ -88,7 +90,7 @@ func (t *timeline) markLocked(m int, now time.Time) {
 	switch {
 	case m == markDecoded && !t.at[markFirst].IsZero():
 	case t.at[m].IsZero() || m == markDecoded || m == markCommitted || m == markLeft:
-		t.at[m] = now
+		t.at[m], t.cpu[m] = now, processCPU()
 	}
 }
 
@@ -133,21 +135,30 @@ func (t *timeline) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, _ kgo.BrokerE2E)
 	t.reqs = append(t.reqs, request{at: now, key: key})
 }
 
-// phases returns the length of each phase (index: the mark that ends it);
-// a mark not reached (no commit) takes the time of the one before it.
-func (t *timeline) phases() [marks]time.Duration {
+// phases returns the length of each phase (index: the mark that ends it)
+// and the CPU time the process spent in it; a mark not reached (no commit)
+// takes the time of the one before it.
+func (t *timeline) phases() (wall, cpu [marks]time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var d [marks]time.Duration
-	prev := t.at[markStart]
+	prev, prevCPU := t.at[markStart], t.cpu[markStart]
 	for m := markCreated; m < marks; m++ {
-		at := t.at[m]
+		at, c := t.at[m], t.cpu[m]
 		if at.IsZero() || at.Before(prev) {
-			at = prev
+			at, c = prev, prevCPU
 		}
-		d[m], prev = at.Sub(prev), at
+		wall[m], cpu[m], prev, prevCPU = at.Sub(prev), c-prevCPU, at, c
 	}
-	return d
+	return wall, cpu
+}
+
+// processCPU returns the CPU time the process used so far.
+func processCPU() time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		panic(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // requests counts the requests whose response arrived in each phase, by
@@ -184,19 +195,21 @@ func (s *sides) add(i int, t *timeline) { s.tls[i] = append(s.tls[i], t) }
 func (s *sides) table() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "median per phase over %d rounds, ms (requests per pass, by response)\n", len(s.tls[0]))
-	fmt.Fprintf(&sb, "%-13s %9s %9s  %s\n", "phase", s.names[0], s.names[1], "requests: "+s.names[0]+" | "+s.names[1])
+	fmt.Fprintf(&sb, "%-13s %9s %9s  %9s %9s  %s\n", "phase", s.names[0], s.names[1], "cpu ours", "cpu hand",
+		"requests: "+s.names[0]+" | "+s.names[1])
 	var totals, gcs, gcCPU, decoded, live [2][]float64
-	var phases [2][marks][]float64
+	var phases, cpus [2][marks][]float64
 	var reqs [2][marks]map[string]int
 	for i := range s.tls {
 		for m := range reqs[i] {
 			reqs[i][m] = map[string]int{}
 		}
 		for _, t := range s.tls[i] {
-			d := t.phases()
+			d, cpu := t.phases()
 			var total time.Duration
 			for m := markCreated; m < marks; m++ {
 				phases[i][m] = append(phases[i][m], ms(d[m]))
+				cpus[i][m] = append(cpus[i][m], ms(cpu[m]))
 				total += d[m]
 			}
 			totals[i] = append(totals[i], ms(total))
@@ -212,8 +225,8 @@ func (s *sides) table() string {
 		}
 	}
 	for m := markCreated; m < marks; m++ {
-		fmt.Fprintf(&sb, "%-13s %9.2f %9.2f  %s | %s\n", phaseNames[m], median(phases[0][m]), median(phases[1][m]),
-			perPass(reqs[0][m], len(s.tls[0])), perPass(reqs[1][m], len(s.tls[1])))
+		fmt.Fprintf(&sb, "%-13s %9.2f %9.2f  %9.2f %9.2f  %s | %s\n", phaseNames[m], median(phases[0][m]), median(phases[1][m]),
+			median(cpus[0][m]), median(cpus[1][m]), perPass(reqs[0][m], len(s.tls[0])), perPass(reqs[1][m], len(s.tls[1])))
 	}
 	fmt.Fprintf(&sb, "%-13s %9.2f %9.2f\n", "pass", median(totals[0]), median(totals[1]))
 	fmt.Fprintf(&sb, "%-13s %9.0f %9.0f\n", "decoded", median(decoded[0]), median(decoded[1]))
