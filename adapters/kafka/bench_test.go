@@ -41,10 +41,14 @@ func benchClient() []kgo.Opt {
 // is faster), the median ratio of the CPU time the process spent (the
 // cluster's share included), the median ratio of the times from the first
 // record handled to the last (read-ratio: joining and leaving left out),
-// and each loop's median records/s. "resumable" and "franz-go"
-// run one loop alone, for its allocations.
+// and each loop's median records/s. It also prints, for each side, the
+// median length and CPU time of each phase of a pass (the timeline's
+// marks: client made, assignment, first batch read, first and last record
+// handled, final commit, group left, closed) and the requests each phase
+// made, both clients carrying the same kgo hooks. "resumable" and
+// "franz-go" run one loop alone, for its allocations.
 //
-//	go test ./adapters/kafka -run '^$' -bench Serial/pairs -benchtime 10x
+//	go test ./adapters/kafka -run '^$' -bench Serial/pairs -benchtime 30x
 func BenchmarkSerial(b *testing.B) {
 	const n = 100_000
 	c := newCluster(b, 1, "orders")
