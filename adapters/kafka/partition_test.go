@@ -93,6 +93,78 @@ func TestPartitionFailureAfterRecordsThenStop(t *testing.T) {
 	}
 }
 
+// Far above the buffer the reader counts its reads in batches; from the
+// buffer down it counts each, so that the poll loop waiting for room is
+// woken by the read that takes the queue below the buffer, and not before.
+func TestPartitionCountsReadsInBatchesAboveTheBuffer(t *testing.T) {
+	const buffer, n = 100, 1000
+	p := newPartition(nil, topicPartition{topic: "orders"}, buffer, func() {})
+	p.push(fetch(0, n), n)
+	take := func(k int) {
+		t.Helper()
+		for range k {
+			if _, ok, err := p.take(); !ok || err != nil {
+				t.Fatalf("take() = %v, %v, want a record", ok, err)
+			}
+		}
+	}
+	take(500)
+	if got := p.queued(); got < 500 || got >= 500+readBatch {
+		t.Errorf("queued() after 500 of %d reads = %d, want 500 to %d", n, got, 500+readBatch-1)
+	}
+	take(n - 500 - buffer)
+	if got := p.queued(); got != buffer {
+		t.Errorf("queued() at the buffer = %d, want %d", got, buffer)
+	}
+	select {
+	case <-p.room:
+		t.Fatal("room signalled with the buffer still queued")
+	default:
+	}
+	take(1)
+	if got := p.queued(); got != buffer-1 {
+		t.Errorf("queued() below the buffer = %d, want %d", got, buffer-1)
+	}
+	select {
+	case <-p.room:
+	default:
+		t.Fatal("room not signalled by the read that took the queue below the buffer")
+	}
+}
+
+// The offset to commit is the partition's stream's committed cursor + 1,
+// and nothing before that stream committed a record (its Stats.Cursor is
+// then the zero value, or the loaded -1).
+func TestPartitionCommitsWhatItsStreamCommitted(t *testing.T) {
+	p := newPartition(nil, topicPartition{topic: "orders"}, 100, func() {})
+	r, err := (&member{g: &Group{}}).resumer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.r = r
+	if off, ok := p.toCommit(); ok {
+		t.Fatalf("toCommit() before the stream ran = %d, true, want nothing to commit", off)
+	}
+	p.push(fetch(0, 3), 3)
+	handled := 0
+	err = r.Run(context.Background(), func(context.Context, *kgo.Record) error {
+		if handled++; handled == 3 {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if off, ok := p.toCommit(); !ok || off != 3 {
+		t.Fatalf("toCommit() after 3 records = %d, %v, want 3, true", off, ok)
+	}
+	p.committedAt(3)
+	if off, ok := p.toCommit(); ok {
+		t.Fatalf("toCommit() after committing 3 = %d, true, want nothing to commit", off)
+	}
+}
+
 // The per-record path allocates nothing: queueing a fetch, taking its
 // records and saving each record's offset.
 func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
