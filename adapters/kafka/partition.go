@@ -353,8 +353,9 @@ func (p *partition) Load(ctx context.Context) (int64, error) {
 
 // Save tells the committer that the handled prefix moved; the offset
 // itself is the stream's committed cursor, read at the commit
-// (handledEnd). It takes no lock and writes nothing: the stream saves
-// after every record.
+// (handledEnd). It takes no lock and writes no shared memory but a
+// signal the committer has not taken yet: the stream saves after every
+// record.
 func (p *partition) Save(context.Context, int64) error {
 	p.onSave()
 	return nil
