@@ -41,42 +41,53 @@ func benchClient() []kgo.Opt {
 // is faster), the median ratio of the CPU time the process spent (the
 // cluster's share included), the median ratio of the times from the first
 // record handled to the last (read-ratio: joining and leaving left out),
-// and each loop's median records/s. "resumable" and "franz-go"
-// run one loop alone, for its allocations.
+// and each loop's median records/s. It also prints, for each side, the
+// median length and CPU time of each phase of a pass (the timeline's
+// marks: client made, assignment, first batch read, first and last record
+// handled, final commit, group left, closed) and the requests each phase
+// made, both clients carrying the same kgo hooks. "resumable" and
+// "franz-go" run one loop alone, for its allocations.
 //
-//	go test ./adapters/kafka -run '^$' -bench Serial/pairs -benchtime 10x
+//	go test ./adapters/kafka -run '^$' -bench Serial/pairs -benchtime 30x
 func BenchmarkSerial(b *testing.B) {
 	const n = 100_000
 	c := newCluster(b, 1, "orders")
 	c.produce(b, records("orders", 1, n, 400)...)
 	groups := 0
-	resumable := func(b *testing.B) pass {
+	resumable := func(b *testing.B) *timeline {
 		groups++
 		return consume(b, c, fmt.Sprintf("g%d", groups), n, kafka.WithCommitInterval(benchCommitInterval),
 			kafka.WithClientOptions(benchClient()...))
 	}
-	franzGo := func(b *testing.B) pass {
+	franzGo := func(b *testing.B) *timeline {
 		groups++
 		return handWritten(b, c, fmt.Sprintf("g%d", groups), n)
 	}
 	b.Run("pairs", func(b *testing.B) {
 		b.ReportAllocs()
 		var ratios, cpuRatios, readRatios, ours, theirs []float64
+		s := sides{names: [2]string{"resumable", "franz-go"}}
 		for b.Loop() {
-			loops := []func(*testing.B) pass{resumable, franzGo}
+			loops := []func(*testing.B) *timeline{resumable, franzGo}
 			if len(ratios)%2 == 1 {
 				loops[0], loops[1] = loops[1], loops[0]
 			}
 			var took, cpu, read [2]time.Duration
+			var tls [2]*timeline
 			for i, loop := range loops {
 				start, cpu0 := time.Now(), cpuTime(b)
-				p := loop(b)
-				took[i], cpu[i], read[i] = time.Since(start), cpuTime(b)-cpu0, p.last.Sub(p.first)
+				tls[i] = loop(b)
+				took[i], cpu[i] = time.Since(start), cpuTime(b)-cpu0
 			}
 			if len(ratios)%2 == 1 {
 				took[0], took[1] = took[1], took[0]
 				cpu[0], cpu[1] = cpu[1], cpu[0]
-				read[0], read[1] = read[1], read[0]
+				tls[0], tls[1] = tls[1], tls[0]
+			}
+			for i, tl := range tls {
+				s.add(i, tl)
+				wall, _ := tl.phases()
+				read[i] = wall[markLast]
 			}
 			readRatios = append(readRatios, read[1].Seconds()/read[0].Seconds())
 			ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
@@ -91,6 +102,9 @@ func BenchmarkSerial(b *testing.B) {
 		b.ReportMetric(median(readRatios), "read-ratio")
 		b.ReportMetric(median(ours), "resumable-records/s")
 		b.ReportMetric(median(theirs), "franz-go-records/s")
+		// Printed, not logged: a benchmark's log is cut at ten lines.
+		fmt.Printf("%s: ratio %.3f (rounds %.3f to %.3f), cpu-ratio %.3f, read-ratio %.3f\n%s",
+			b.Name(), median(ratios), slices.Min(ratios), slices.Max(ratios), median(cpuRatios), median(readRatios), s.table())
 	})
 	b.Run("resumable", func(b *testing.B) {
 		b.ReportAllocs()
@@ -152,13 +166,9 @@ func BenchmarkWork(b *testing.B) {
 // work is an argument of consume: each handler call sleeps that long.
 type work time.Duration
 
-// pass is when a pass of BenchmarkSerial handled its first record and its
-// last one.
-type pass struct{ first, last time.Time }
-
-// consume runs a member of group until it handled n records; opts are
-// stream.Options, kafka.Options or a work.
-func consume(b *testing.B, c *cluster, group string, n int, opts ...any) pass {
+// consume runs a member of group until it handled n records, and returns
+// its timeline; opts are stream.Options, kafka.Options or a work.
+func consume(b *testing.B, c *cluster, group string, n int, opts ...any) *timeline {
 	var d time.Duration
 	var sopts []stream.Option
 	var gopts []kafka.Option
@@ -174,46 +184,44 @@ func consume(b *testing.B, c *cluster, group string, n int, opts ...any) pass {
 			b.Fatalf("consume: option %T", o)
 		}
 	}
-	g := c.group(b, group, []string{"orders"}, gopts...)
+	tl := newTimeline()
+	g := c.group(b, group, []string{"orders"}, append(gopts, kafka.WithClientOptions(kgo.WithHooks(tl)))...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var handled atomic.Int64
-	var p pass
 	err := g.Run(ctx, func(context.Context, *kgo.Record) error {
 		if d > 0 {
 			time.Sleep(d)
 		}
-		switch handled.Add(1) {
-		case 1:
-			p.first = time.Now()
-		case int64(n):
-			p.last = time.Now()
+		if tl.handled(int(handled.Add(1)), n) {
 			cancel()
 		}
 		return nil
 	}, sopts...)
+	tl.mark(markClosed)
 	if ctx.Err() == nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(g.Stats().Pauses), "pauses")
-	return p
+	return tl
 }
 
 // handWritten is the loop of franz-go's examples: poll, handle each
 // record, commit the records polled (here at BenchmarkSerial's cadence),
 // until n records were handled; then it commits and leaves the group.
-func handWritten(b *testing.B, c *cluster, group string, n int) pass {
+func handWritten(b *testing.B, c *cluster, group string, n int) *timeline {
+	tl := newTimeline()
 	opts := append(benchClient(), kgo.SeedBrokers(c.addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("orders"),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(tl))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer tl.mark(markClosed)
 	defer cl.Close()
 	ctx := context.Background()
 	handle := func(*kgo.Record) error { return nil }
 	var last *kgo.Record // the last record handled and not committed
-	var p pass
 	committed := time.Now()
 	for handled := 0; handled < n; {
 		fs := cl.PollFetches(ctx)
@@ -225,12 +233,8 @@ func handWritten(b *testing.B, c *cluster, group string, n int) pass {
 			if err := handle(r); err != nil {
 				b.Fatal(err)
 			}
-			switch handled, last = handled+1, r; handled {
-			case 1:
-				p.first = time.Now()
-			case n:
-				p.last = time.Now()
-			}
+			handled, last = handled+1, r
+			tl.handled(handled, n)
 		}
 		if last != nil && (handled >= n || time.Since(committed) >= benchCommitInterval) {
 			if err := cl.CommitRecords(ctx, last); err != nil {
@@ -239,5 +243,5 @@ func handWritten(b *testing.B, c *cluster, group string, n int) pass {
 			last, committed = nil, time.Now()
 		}
 	}
-	return p
+	return tl
 }

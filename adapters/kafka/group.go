@@ -115,7 +115,9 @@ type PartitionStats struct {
 	// handled): records not handled yet; -1 while either is unknown.
 	Lag int64
 	// Queued counts records fetched and not read by the partition's
-	// stream; InFlight those read and not committed (stream.Stats).
+	// stream (exactly while at most the fetch buffer is queued; to within
+	// 64 above it, where reads are counted in batches); InFlight those
+	// read and not committed (stream.Stats).
 	Queued, InFlight int
 }
 

@@ -21,8 +21,11 @@ var errConnClosed = errors.New("kafka: connection closed")
 //
 // The poll loop hands over a fetch's records at once (push: one slice, no
 // copy), and the reader takes every queued fetch at once (refill): the
-// per-record path (Recv, Save) takes no lock, never waits on a channel and
-// allocates nothing.
+// per-record path (Recv, Save) takes no lock, never waits on a channel,
+// allocates nothing and, while more than the buffer is queued, makes no
+// atomic write: the reader counts its reads in batches (publishReads),
+// and the offset to commit is read from the stream's Stats when the group
+// commits, not copied at each Save.
 //
 // It is the partition's Source (Open) and Store (Load, Save), or, with
 // [WithStore], its Source and the follower of the caller's Store
@@ -34,8 +37,9 @@ type partition struct {
 	buffer int // fetching pauses at this many queued records
 
 	// pushed and read count the records queued by the poll loop and taken
-	// by the reader: pushed − read are queued. saved is the offset to
-	// commit (the next to read); -1: none. stopped and paused change
+	// by the reader (but for the reader's unpublished ones): pushed − read
+	// are queued. saved is, with [WithStore], the offset after the last
+	// one the caller's Store saved; -1: none. stopped and paused change
 	// under mu.
 	pushed, read, saved atomic.Int64
 	stopped             atomic.Bool // revoked, lost or the end of Run: Recv ends
@@ -55,10 +59,12 @@ type partition struct {
 	// The reader's (the goroutine in Recv; one at a time): the fetch being
 	// read and the fetches taken after it. They outlive a conn, so a
 	// reopen loses nothing.
-	cur   []*kgo.Record // cur[i:] are still to read
-	i     int
-	taken [][]*kgo.Record
-	at    int // taken[at:] are still to read
+	cur      []*kgo.Record // cur[i:] are still to read
+	i        int
+	taken    [][]*kgo.Record
+	at       int   // taken[at:] are still to read
+	readSeen int64 // read as the reader last published it
+	unread   int64 // records taken and not yet counted in read
 
 	onSave func()                              // tells the committer that saved moved
 	store  cursor.Store[int64]                 // the Resumer's Store: p, or an ownStore
@@ -209,22 +215,44 @@ func (p *partition) take() (r *kgo.Record, ok bool, err error) {
 	}
 	r = p.cur[p.i]
 	p.i++
+	// Far above the buffer nobody waits on the count: publish it in
+	// batches. Near and below it the poll loop may wait for room, or the
+	// partition may be paused: publish each read.
+	if p.unread++; p.unread == readBatch || p.pushed.Load()-p.readSeen-p.unread <= int64(p.buffer) {
+		p.publishReads()
+	}
+	return r, true, nil
+}
+
+// readBatch is how many reads the reader counts at once while the queue
+// holds more than the buffer.
+const readBatch = 64
+
+// publishReads counts the reader's reads in read, and wakes the poll loop
+// when the queue fell below the buffer, or resumes fetching when it fell
+// to half of it. Only the reader calls it.
+func (p *partition) publishReads() {
+	if p.unread == 0 {
+		return
+	}
 	// read, then pushed: the poll loop waiting for room pushed before it
-	// looked, so the takes after its look count down to buffer-1 exactly.
-	read := p.read.Add(1)
+	// looked, so the reads after its look cross below the buffer once.
+	n := p.unread
+	read := p.read.Add(n)
+	p.readSeen, p.unread = read, 0
 	switch queued := p.pushed.Load() - read; {
 	case p.paused.Load() && queued <= int64(p.buffer/2):
 		p.resumeIfRoom()
-	case queued == int64(p.buffer-1):
+	case queued < int64(p.buffer) && queued+n >= int64(p.buffer):
 		p.roomFor()
 	}
-	return r, true, nil
 }
 
 // refill makes the next fetch the reader's, taking every fetch queued
 // once those taken before are read. With none queued it returns the fetch
 // error, once, or ok false.
 func (p *partition) refill() (ok bool, err error) {
+	p.publishReads()
 	for p.at < len(p.taken) {
 		p.cur, p.i, p.taken[p.at] = p.taken[p.at], 0, nil
 		if p.at++; len(p.cur) > 0 {
@@ -243,13 +271,29 @@ func (p *partition) refill() (ok bool, err error) {
 	return true, nil
 }
 
+// handledEnd returns the offset after the partition's handled prefix
+// (the offset to commit), or -1 while nothing was handled: with the
+// group's offsets as the Store, the stream's committed cursor (it is
+// read here, at a commit, rather than copied at each Save); with the
+// caller's Store, what that Store saved.
+func (p *partition) handledEnd() int64 {
+	if p.store != nil || p.r == nil {
+		return p.saved.Load()
+	}
+	s := p.r.Stats()
+	if s.Events+s.Progress == 0 { // before the first commit, Cursor is the loaded -1 or not yet loaded
+		return -1
+	}
+	return s.Cursor + 1
+}
+
 // toCommit returns the offset to commit, if it is past the committed one
 // and the partition was not lost.
 func (p *partition) toCommit() (int64, bool) {
+	end := p.handledEnd()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	saved := p.saved.Load()
-	return saved, !p.lost.Load() && saved > p.committed
+	return end, !p.lost.Load() && end > p.committed
 }
 
 // committedAt records a successful commit of offset.
@@ -260,8 +304,9 @@ func (p *partition) committedAt(offset int64) {
 }
 
 func (p *partition) stats() PartitionStats {
+	end := p.handledEnd()
 	p.mu.Lock()
-	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: p.saved.Load(),
+	s := PartitionStats{Topic: p.topic, Partition: p.id, HighWatermark: p.hw, Handled: end,
 		Committed: p.committed, Lag: -1, Queued: int(max(0, p.queued()))}
 	p.mu.Unlock()
 	at := s.Handled
@@ -279,13 +324,13 @@ func (p *partition) stats() PartitionStats {
 
 // uncommitted returns how many offsets were handled and not committed.
 func (p *partition) uncommitted() int64 {
+	end := p.handledEnd()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	saved := p.saved.Load()
-	if saved <= p.committed || saved < 0 {
+	if end <= p.committed || end < 0 {
 		return 0
 	}
-	return saved - max(p.committed, 0)
+	return end - max(p.committed, 0)
 }
 
 // Open returns a connection over the partition's queue. after is not
@@ -306,17 +351,27 @@ func (p *partition) Load(ctx context.Context) (int64, error) {
 	return -1, ctx.Err()
 }
 
-// Save records that every record up to offset c was handled, for the
-// committer. It takes no lock: the stream saves after every record.
-func (p *partition) Save(_ context.Context, c int64) error {
+// Save tells the committer that the handled prefix moved; the offset
+// itself is the stream's committed cursor, read at the commit
+// (handledEnd). It takes no lock and writes no shared memory but a
+// signal the committer has not taken yet: the stream saves after every
+// record.
+func (p *partition) Save(context.Context, int64) error {
+	p.onSave()
+	return nil
+}
+
+// savedTo records that the caller's Store ([WithStore]) saved offset c:
+// every record up to it was handled.
+func (p *partition) savedTo(c int64) {
 	for {
 		saved := p.saved.Load()
 		if p.lost.Load() || c < 0 || c+1 <= saved {
-			return nil
+			return
 		}
 		if p.saved.CompareAndSwap(saved, c+1) {
 			p.onSave()
-			return nil
+			return
 		}
 	}
 }
@@ -353,7 +408,8 @@ func (o ownStore) Save(ctx context.Context, c int64) error {
 	if err := o.s.Save(ctx, c); err != nil {
 		return err
 	}
-	return o.p.Save(ctx, c)
+	o.p.savedTo(c)
+	return nil
 }
 
 // CommitsInHandler passes on the answer of the caller's Store.

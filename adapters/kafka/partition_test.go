@@ -93,6 +93,78 @@ func TestPartitionFailureAfterRecordsThenStop(t *testing.T) {
 	}
 }
 
+// Far above the buffer the reader counts its reads in batches; from the
+// buffer down it counts each, so that the poll loop waiting for room is
+// woken by the read that takes the queue below the buffer, and not before.
+func TestPartitionCountsReadsInBatchesAboveTheBuffer(t *testing.T) {
+	const buffer, n = 100, 1000
+	p := newPartition(nil, topicPartition{topic: "orders"}, buffer, func() {})
+	p.push(fetch(0, n), n)
+	take := func(k int) {
+		t.Helper()
+		for range k {
+			if _, ok, err := p.take(); !ok || err != nil {
+				t.Fatalf("take() = %v, %v, want a record", ok, err)
+			}
+		}
+	}
+	take(500)
+	if got := p.queued(); got < 500 || got >= 500+readBatch {
+		t.Errorf("queued() after 500 of %d reads = %d, want 500 to %d", n, got, 500+readBatch-1)
+	}
+	take(n - 500 - buffer)
+	if got := p.queued(); got != buffer {
+		t.Errorf("queued() at the buffer = %d, want %d", got, buffer)
+	}
+	select {
+	case <-p.room:
+		t.Fatal("room signalled with the buffer still queued")
+	default:
+	}
+	take(1)
+	if got := p.queued(); got != buffer-1 {
+		t.Errorf("queued() below the buffer = %d, want %d", got, buffer-1)
+	}
+	select {
+	case <-p.room:
+	default:
+		t.Fatal("room not signalled by the read that took the queue below the buffer")
+	}
+}
+
+// The offset to commit is the partition's stream's committed cursor + 1,
+// and nothing before that stream committed a record (its Stats.Cursor is
+// then the zero value, or the loaded -1).
+func TestPartitionCommitsWhatItsStreamCommitted(t *testing.T) {
+	p := newPartition(nil, topicPartition{topic: "orders"}, 100, func() {})
+	r, err := (&member{g: &Group{}}).resumer(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.r = r
+	if off, ok := p.toCommit(); ok {
+		t.Fatalf("toCommit() before the stream ran = %d, true, want nothing to commit", off)
+	}
+	p.push(fetch(0, 3), 3)
+	handled := 0
+	err = r.Run(context.Background(), func(context.Context, *kgo.Record) error {
+		if handled++; handled == 3 {
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if off, ok := p.toCommit(); !ok || off != 3 {
+		t.Fatalf("toCommit() after 3 records = %d, %v, want 3, true", off, ok)
+	}
+	p.committedAt(3)
+	if off, ok := p.toCommit(); ok {
+		t.Fatalf("toCommit() after committing 3 = %d, true, want nothing to commit", off)
+	}
+}
+
 // The per-record path allocates nothing: queueing a fetch, taking its
 // records and saving each record's offset.
 func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
@@ -118,20 +190,38 @@ func TestPartitionPerRecordAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("allocations per fetch of %d records = %v, want 0", n, allocs)
 	}
-	if got, want := p.saved.Load(), int64((runs+1)*n); got != want {
-		t.Errorf("saved = %d, want %d (every record read)", got, want)
+	if got, want := p.read.Load(), int64((runs+1)*n); got != want || p.queued() != 0 {
+		t.Errorf("read = %d, queued = %d, want %d and 0 (every record read and counted)", got, p.queued(), want)
 	}
 }
 
 // BenchmarkRecordPath is the adapter's own cost per record, with no
 // cluster: a partition's stream (one handler doing nothing, the options
-// Run gives it) reads fetches of 500 records that a feeder queues as the
-// poll loop does.
+// Run gives it) reads fetches that a feeder queues as the poll loop does
+// (the next fetch once fewer than the buffer are queued). "small" has
+// fetches of 500 records and a buffer of 2,000: the queue stays below the
+// buffer, where each read is counted at once. "backlog" has fetches of
+// 8,192 records (a fetch of small records under kgo's default byte limits)
+// and the default buffer of 512: most reads are counted in batches.
 //
 //	go test ./adapters/kafka -run '^$' -bench RecordPath
 func BenchmarkRecordPath(b *testing.B) {
-	const size, ring = 500, 16 // a fetch is reused once the stream read it
-	p := newPartition(nil, topicPartition{topic: "orders"}, 4*size, func() {})
+	for _, c := range []struct {
+		name         string
+		size, buffer int
+	}{
+		{name: "small", size: 500, buffer: 2000},
+		{name: "backlog", size: 8192, buffer: defaultFetchBuffer},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchRecordPath(b, c.size, c.buffer) })
+	}
+}
+
+// benchRecordPath reads b.N records in fetches of size through a
+// partition of buffer.
+func benchRecordPath(b *testing.B, size, buffer int) {
+	const ring = 16 // a fetch is reused once the stream read it
+	p := newPartition(nil, topicPartition{topic: "orders"}, buffer, func() {})
 	r, err := (&member{g: &Group{}}).resumer(p)
 	if err != nil {
 		b.Fatal(err)
