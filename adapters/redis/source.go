@@ -310,18 +310,19 @@ const edgeLimit = 4 << 10
 
 // nextCount returns the COUNT of the read after one that asked for count
 // and returned msgs, for a Source without WithCount: twice as many after a
-// full read, up to maxCount and as many entries of the size of msgs as fit
-// in readBytes; the default after a short one.
+// full read, up to maxCount and as many entries as fit in readBytes, when
+// each is as large as the largest of 16 spread over msgs (summing them all
+// cost 10% of the Source's time); the default after a short read.
 func nextCount(count int64, msgs []goredis.XMessage) int64 {
-	if int64(len(msgs)) < count {
+	if n := int64(len(msgs)); n < count || n == 0 {
 		return defaultCount
 	}
-	var bytes int64
-	for _, m := range msgs {
-		bytes += size(m)
+	var most int64
+	step := max(len(msgs)/16, 1)
+	for i := len(msgs) - 1; i >= 0; i -= step {
+		most = max(most, size(msgs[i]))
 	}
-	fit := readBytes * int64(len(msgs)) / max(bytes, 1)
-	return max(defaultCount, min(2*count, maxCount, fit))
+	return max(defaultCount, min(2*count, maxCount, readBytes/max(most, 1)))
 }
 
 // withInfo reads the stream's info and runs the commands more queues

@@ -327,8 +327,9 @@ func TestStopEndsBlockingRead(t *testing.T) {
 }
 
 // TestNextCount: without WithCount, a Source's reads double through a
-// backlog up to 1,000 entries, as many as fit in 1 MiB but never below
-// 100, and go back to 100 once a read comes back short.
+// backlog up to 1,000 entries, as many as fit in 1 MiB (each taken as large
+// as the largest of those it looks at) but never below 100, and go back to
+// 100 once a read comes back short.
 func TestNextCount(t *testing.T) {
 	sizes := func(n, size int) []int { return slices.Repeat([]int{size}, n) }
 	tests := []struct {
@@ -346,6 +347,7 @@ func TestNextCount(t *testing.T) {
 		{name: "4 KiB entries", count: 200, sizes: sizes(200, 4<<10), want: 255},
 		{name: "entries grew", count: 800, sizes: sizes(800, 20<<10), want: 100},
 		{name: "100 KiB entries", count: 100, sizes: sizes(100, 100<<10), want: 100},
+		{name: "a large entry last", count: 400, sizes: append(sizes(399, 10), 100<<10), want: 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
