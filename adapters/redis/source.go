@@ -24,9 +24,10 @@ var errClosed = errors.New("redis: connection closed")
 // any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
 // time and starts no goroutine.
 //
-// Every read is pipelined with a look at the stream's identity (a Lua
-// script that calls XINFO STREAM and returns only the fields the check
-// needs; XINFO STREAM itself where scripts are refused); a blocking read
+// Every read is pipelined with a look at the stream's identity (XINFO
+// STREAM while the stream's first and last entries are small, 4 KiB
+// together; otherwise a Lua script that calls it and returns only the
+// fields the check needs, unless scripts are refused); a blocking read
 // that returned entries is followed by one, before they are handed over.
 // A read fails with an error matching stream.ErrSourceChanged when the
 // stream, seen before or named by a cursor, is missing or went back
