@@ -105,25 +105,32 @@ func groupLoop(b *testing.B, rdb *goredis.Client, key string, n int) func() erro
 }
 
 // sourceSide reads with a Source, its cursor in memory, and a handler that
-// does nothing (NewResumer, defaults).
+// does nothing (NewResumer, defaults: its reads grow through a backlog).
 func sourceSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
-	return resumerSide(b, rdb, key, n, false)
+	return resumerSide(b, rdb, key, n, nil)
 }
 
-// xinfoSide is sourceSide with the stream's identity read by XINFO STREAM,
-// as where scripts are refused.
-func xinfoSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
-	return resumerSide(b, rdb, key, n, true)
+// fixedSide is sourceSide with WithCount(-read-count): every read asks for
+// as many entries as the plain loop's.
+func fixedSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	return resumerSide(b, rdb, key, n, nil, redis.WithCount(int(*readCount)))
 }
 
-// resumerSide is sourceSide, or xinfoSide when xinfo.
-func resumerSide(b *testing.B, rdb *goredis.Client, key string, n int, xinfo bool) func() error {
-	src, err := redis.NewSource(rdb, key, redis.WithCount(int(*readCount)))
+// scriptSide is fixedSide with the stream's identity read by the script
+// before every read, as with large entries.
+func scriptSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	return resumerSide(b, rdb, key, n, redis.UseScript, redis.WithCount(int(*readCount)))
+}
+
+// resumerSide is sourceSide with opts, the Source set up by tune (when not
+// nil).
+func resumerSide(b *testing.B, rdb *goredis.Client, key string, n int, tune func(*redis.Source), opts ...redis.Option) func() error {
+	src, err := redis.NewSource(rdb, key, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if xinfo {
-		redis.UseXInfo(src)
+	if tune != nil {
+		tune(src)
 	}
 	r, err := redis.NewResumer(src, cursor.NewMemory(""))
 	if err != nil {
@@ -164,23 +171,30 @@ func connSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error
 	}
 }
 
-// sourceLoop is the plain go-redis loop a Source replaces: XREAD COUNT 100
-// BLOCK 1s from the last ID read.
-func sourceLoop(_ *testing.B, rdb *goredis.Client, key string, n int) func() error {
-	return func() error {
-		ctx := context.Background()
-		last := "0-0"
-		for seen := 0; seen < n; {
-			res, err := rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, last}, Count: *readCount, Block: time.Second}).Result()
-			if err != nil {
-				return err
+// sourceLoop is the plain go-redis loop a Source replaces: XREAD COUNT
+// -read-count (100) BLOCK 1s from the last ID read.
+func sourceLoop(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	return loopAt(*readCount)(b, rdb, key, n)
+}
+
+// loopAt is sourceLoop with COUNT count.
+func loopAt(count int64) side {
+	return func(_ *testing.B, rdb *goredis.Client, key string, n int) func() error {
+		return func() error {
+			ctx := context.Background()
+			last := "0-0"
+			for seen := 0; seen < n; {
+				res, err := rdb.XRead(ctx, &goredis.XReadArgs{Streams: []string{key, last}, Count: count, Block: time.Second}).Result()
+				if err != nil {
+					return err
+				}
+				for _, m := range res[0].Messages {
+					last = m.ID
+					seen++
+				}
 			}
-			for _, m := range res[0].Messages {
-				last = m.ID
-				seen++
-			}
+			return nil
 		}
-		return nil
 	}
 }
 
@@ -218,7 +232,7 @@ func BenchmarkSource(b *testing.B) {
 
 var (
 	pairs     = flag.Int("pairs", 12, "rounds of BenchmarkPaired")
-	readCount = flag.Int64("read-count", 100, "COUNT of every read in BenchmarkGroup, BenchmarkSource and BenchmarkPaired, both sides (WithCount)")
+	readCount = flag.Int64("read-count", 100, "COUNT of the plain loops' reads, and WithCount of the group's and of the Source's fixed sides (conn, fixed, xinfo-script) in BenchmarkGroup, BenchmarkSource and BenchmarkPaired")
 )
 
 // BenchmarkPaired runs each adapter's side and the plain loop it replaces
@@ -227,16 +241,22 @@ var (
 // round, a GC before each run), and reports the medians and ranges over
 // the rounds of the ratios ours/theirs: throughput (x: above 1 is faster)
 // and the client's CPU time per entry (cpu-x: getrusage, below 1 is
-// cheaper), and each side's median CPU and allocations per entry. Run it
-// with -benchtime=50000x or more: the ratios of short runs are noise.
+// cheaper), redis-server's (srv-cpu-x), and each side's median CPU and
+// allocations per entry. source is the Source with its defaults against
+// the plain loop at -read-count (100), source-1000 against the loop at
+// COUNT 1000, fixed the Source at WithCount(-read-count) against the loop
+// at -read-count. Run it with -benchtime=20000x or more and -pairs 30 or
+// more: the ratios of short runs are noise.
 func BenchmarkPaired(b *testing.B) {
 	tests := []struct {
 		name         string
 		ours, theirs side
 	}{
 		{name: "source", ours: sourceSide, theirs: sourceLoop},
+		{name: "source-1000", ours: sourceSide, theirs: loopAt(1000)},
+		{name: "fixed", ours: fixedSide, theirs: sourceLoop},
 		{name: "conn", ours: connSide, theirs: sourceLoop},
-		{name: "script-xinfo", ours: sourceSide, theirs: xinfoSide},
+		{name: "xinfo-script", ours: fixedSide, theirs: scriptSide},
 		{name: "group", ours: groupSide, theirs: groupLoop},
 	}
 	for _, tt := range tests {
@@ -271,6 +291,8 @@ func BenchmarkPaired(b *testing.B) {
 			b.ReportMetric(cpuX[0], "cpu-x-min")
 			b.ReportMetric(cpuX[len(cpuX)-1], "cpu-x-max")
 			b.ReportMetric(median(srvX), "srv-cpu-x")
+			b.ReportMetric(srvX[0], "srv-cpu-x-min")
+			b.ReportMetric(srvX[len(srvX)-1], "srv-cpu-x-max")
 			b.ReportMetric(median(oursCPU), "cpu-ns/entry-ours")
 			b.ReportMetric(median(theirsCPU), "cpu-ns/entry-theirs")
 			b.ReportMetric(median(oursAllocs), "allocs/entry-ours")

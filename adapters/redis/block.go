@@ -56,6 +56,10 @@ func (b *blocker) client() *goredis.Client {
 		o.PushNotificationProcessor = nil
 		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = laneSize, 0, laneSize, laneSize
+		// No pool of its own for pipelines (go-redis adds one of up to 10
+		// connections with 128 KiB buffers): a connection's reads run one at
+		// a time, pipelined or not, on one socket.
+		o.PipelinePoolSize = -1
 		o.MaxRetries = -1 // the lane's commands are never retried by go-redis
 		if b.name != "" {
 			o.ClientName = b.name

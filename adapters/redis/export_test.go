@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -12,6 +13,10 @@ var Classify = classify
 // UseXInfo makes s read the stream's identity with XINFO STREAM, as it does
 // where scripts are refused.
 func UseXInfo(s *Source) { s.via.Store(int32(viaXInfo)) }
+
+// UseScript makes s read the stream's identity with its script, whatever
+// the size of the stream's first and last entries.
+func UseScript(s *Source) { s.edgeLimit = -1 }
 
 // ReadIdentity reads key's identity with the Source's script, and runs
 // more's commands after it in the same round trip.
@@ -27,11 +32,22 @@ func ReadIdentity(ctx context.Context, rdb goredis.UniversalClient, key string, 
 }
 
 // ParseInfo reads a reply of the Source's script.
-func ParseInfo(s string) (length, added int64, last, maxDeleted, first string, ok bool) {
+func ParseInfo(s string) (length, added int64, last, maxDeleted, first string, edges int64, ok bool) {
 	in, ok := parseInfo(s)
-	return in.length, in.added, in.last, in.maxDeleted, in.first, ok
+	return in.length, in.added, in.last, in.maxDeleted, in.first, in.edges, ok
 }
 
 // CompareParsed is Compare without its fast path for IDs as Redis writes
 // them.
 var CompareParsed = compareParsed
+
+// NextCount is the COUNT a Source without WithCount asks for after a read
+// that asked for count and returned entries of one field each, of the
+// given value sizes (IDs of 15 bytes, fields of 1).
+func NextCount(count int64, sizes []int) int64 {
+	msgs := make([]goredis.XMessage, len(sizes))
+	for i, n := range sizes {
+		msgs[i] = goredis.XMessage{ID: "1700000000000-0", Values: map[string]any{"k": strings.Repeat("v", n)}}
+	}
+	return nextCount(count, msgs)
+}

@@ -21,6 +21,10 @@ type info struct {
 	last       string // last-generated-id
 	maxDeleted string // max-deleted-entry-id (XDEL; trimming does not set it)
 	first      string // the first entry's ID, "" when empty
+	// edges is the size of the first and last entries (IDs, fields and
+	// values, in bytes): what XINFO STREAM's reply carries beside the
+	// counters.
+	edges int64
 }
 
 // readInfo turns XINFO STREAM's reply into an info; a missing key is no
@@ -34,17 +38,30 @@ func readInfo(key string, cmd *goredis.XInfoStreamCmd) (info, error) {
 		return info{}, classify(fmt.Sprintf("XINFO STREAM %s", key), err)
 	}
 	return info{exists: true, length: v.Length, added: v.EntriesAdded, last: v.LastGeneratedID,
-		maxDeleted: v.MaxDeletedEntryID, first: v.FirstEntry.ID}, nil
+		maxDeleted: v.MaxDeletedEntryID, first: v.FirstEntry.ID, edges: size(v.FirstEntry) + size(v.LastEntry)}, nil
+}
+
+// size returns the bytes of m's ID, fields and values.
+func size(m goredis.XMessage) int64 {
+	n := len(m.ID)
+	for k, v := range m.Values {
+		n += len(k)
+		if s, ok := v.(string); ok {
+			n += len(s)
+		}
+	}
+	return int64(n)
 }
 
 // infoScript replies to XINFO STREAM with only what an info holds, as one
 // string: "length entries-added last-generated-id max-deleted-entry-id
-// first-entry-id" (the last two empty where Redis before 7 lacks the field
-// or the stream is empty; entries-added 0 where it lacks it); nil for a
-// missing key, Redis's error for a key of another type. go-redis would
-// parse XINFO STREAM's whole reply, the first and last entries with their
-// fields included, on every read. Redis's Lua holds integers as doubles:
-// counters past 2^53 would lose their last digits.
+// first-entry-id edges" (max-deleted-entry-id and first-entry-id empty
+// where Redis before 7 lacks the field or the stream is empty;
+// entries-added 0 where it lacks it; edges the bytes of the first and last
+// entries); nil for a missing key, Redis's error for a key of another type.
+// go-redis would parse XINFO STREAM's whole reply, the first and last
+// entries with their fields included. Redis's Lua holds integers as
+// doubles: counters past 2^53 would lose their last digits.
 var infoScript = goredis.NewScript(`local t = redis.pcall('XINFO', 'STREAM', KEYS[1])
 if t['err'] then
   if string.find(t['err'], 'no such key', 1, true) then return false end
@@ -52,13 +69,22 @@ if t['err'] then
 end
 local v = {}
 for i = 1, #t, 2 do v[t[i]] = t[i + 1] end
+local function size(e)
+  if not e then return 0 end
+  local n = #e[1]
+  for _, s in ipairs(e[2]) do n = n + #s end
+  return n
+end
 local first = ''
 if v['first-entry'] then first = v['first-entry'][1] end
-return string.format('%d %d %s %s %s', v['length'], v['entries-added'] or 0, v['last-generated-id'], v['max-deleted-entry-id'] or '', first)`)
+return string.format('%d %d %s %s %s %d', v['length'], v['entries-added'] or 0, v['last-generated-id'], v['max-deleted-entry-id'] or '',
+  first, size(v['first-entry']) + size(v['last-entry']))`)
 
 // An infoVia says how a stream's info is read: by infoScript (EVALSHA, or
-// EVAL when the server's script cache lacks it), or by XINFO STREAM where
-// scripts are refused (an ACL without EVAL, a server without scripting).
+// EVAL when the server's script cache lacks it), or by XINFO STREAM, which
+// costs the server less but sends the first and last entries whole: where
+// they are small (a Source's choice, read by read), or where scripts are
+// refused (an ACL without EVAL, a server without scripting).
 type infoVia int32
 
 const (
@@ -113,27 +139,28 @@ func (c infoCmd) result() (in info, again infoVia, retry bool, err error) {
 	}
 	in, ok := parseInfo(s)
 	if !ok {
-		return info{}, 0, false, fmt.Errorf("redis: XINFO STREAM %s (script): reply %q: want length, entries-added and three IDs", c.key, s)
+		return info{}, 0, false, fmt.Errorf("redis: XINFO STREAM %s (script): reply %q: want length, entries-added, three IDs and a size", c.key, s)
 	}
 	return in, 0, false, nil
 }
 
 // parseInfo reads infoScript's reply.
 func parseInfo(s string) (info, bool) {
-	f := [5]string{}
-	for i := range 4 {
+	f := [6]string{}
+	for i := range 5 {
 		var ok bool
 		if f[i], s, ok = strings.Cut(s, " "); !ok {
 			return info{}, false
 		}
 	}
-	f[4] = s
+	f[5] = s
 	length, err1 := strconv.ParseInt(f[0], 10, 64)
 	added, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil {
+	edges, err3 := strconv.ParseInt(f[5], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return info{}, false
 	}
-	return info{exists: true, length: length, added: added, last: f[2], maxDeleted: f[3], first: f[4]}, true
+	return info{exists: true, length: length, added: added, last: f[2], maxDeleted: f[3], first: f[4], edges: edges}, true
 }
 
 // history is what a Source or a Group saw of a stream during its life.

@@ -22,6 +22,7 @@ type Option interface {
 
 type config struct {
 	count         int64
+	countSet      bool // WithCount was given: a Source's reads keep to count
 	block         time.Duration
 	claimIdle     time.Duration
 	maxDeliveries int64
@@ -57,15 +58,17 @@ func (c *config) fail(where, arg string, value any, why string) {
 }
 
 // WithCount sets how many entries one read asks for (COUNT), and how many
-// acknowledgements may wait to go out with the next read. Default 100;
-// n < 1 makes the constructor fail.
+// acknowledgements may wait to go out with the next read. Default 100; a
+// [Source] without WithCount then asks for twice as many after each full
+// read, up to 1,000 and under 1 MiB a reply, and for 100 again once a read
+// comes back short. n < 1 makes the constructor fail.
 func WithCount(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
 			c.fail("WithCount", "n", n, "must be at least 1")
 			return
 		}
-		c.count = int64(n)
+		c.count, c.countSet = int64(n), true
 	})
 }
 

@@ -37,26 +37,34 @@ func xadds(p goredis.Pipeliner, n int) {
 }
 
 // A way is how a Source reads the stream's identity: the script (EVALSHA),
-// or XINFO STREAM where the server refuses scripts. Each way's client
-// logs in as a user of its own; check fails the test unless the way was
-// taken.
+// XINFO STREAM itself after the script's first look found the stream's
+// first and last entries small, or XINFO STREAM where the server refuses
+// scripts. Each way's client logs in as a user of its own, tune (when not
+// nil) sets up the Source; check fails the test unless the way was taken.
 type way struct {
 	name   string
 	client func(t *testing.T, srv *redistest.Server) *goredis.Client
+	tune   func(src *redis.Source)
 	check  func(t *testing.T, admin *goredis.Client)
 }
 
-var ways = []way{
-	{name: "script", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
+// source returns a Source over s of reader, set up for w.
+func (w way) source(reader *goredis.Client, opts ...redis.Option) *redis.Source {
+	src, _ := redis.NewSource(reader, "s", opts...)
+	if w.tune != nil {
+		w.tune(src)
+	}
+	return src
+}
+
+var (
+	scriptWay = way{name: "script", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
 		return userClient(t, srv, "+@all")
-	}, check: func(t *testing.T, admin *goredis.Client) {
-		sha, eval, xinfo := commandStat(t, admin, "evalsha"), commandStat(t, admin, "eval"), commandStat(t, admin, "xinfo|stream")
-		ran := sha.calls - sha.failed + eval.calls - eval.failed // NOSCRIPT fails before the script runs
-		if ran == 0 || xinfo.calls != ran {
-			t.Errorf("EVALSHA %+v, EVAL %+v, XINFO STREAM %+v: want scripts run, each calling XINFO STREAM once, and no XINFO STREAM of its own", sha, eval, xinfo)
-		}
-	}},
-	{name: "xinfo", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
+	}, tune: redis.UseScript, check: checkScriptOnly}
+	smallWay = way{name: "small entries", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
+		return userClient(t, srv, "+@all")
+	}, check: checkScriptThenXInfo}
+	refusedWay = way{name: "xinfo", client: func(t *testing.T, srv *redistest.Server) *goredis.Client {
 		return userClient(t, srv, "+@all", "-eval", "-evalsha")
 	}, check: func(t *testing.T, admin *goredis.Client) {
 		if st := commandStat(t, admin, "evalsha"); st.rejected == 0 {
@@ -65,7 +73,31 @@ var ways = []way{
 		if st := commandStat(t, admin, "xinfo|stream"); st.calls == 0 {
 			t.Errorf("XINFO STREAM %+v, want calls", st)
 		}
-	}},
+	}}
+	ways = []way{scriptWay, smallWay, refusedWay}
+)
+
+// scriptRuns returns how many times the Source's script ran, and the
+// calls of XINFO STREAM (the script's included).
+func scriptRuns(t *testing.T, admin *goredis.Client) (ran, xinfo int) {
+	sha, eval, x := commandStat(t, admin, "evalsha"), commandStat(t, admin, "eval"), commandStat(t, admin, "xinfo|stream")
+	return sha.calls - sha.failed + eval.calls - eval.failed, x.calls // NOSCRIPT fails before the script runs
+}
+
+// checkScriptOnly fails t unless the script ran, and no XINFO STREAM of
+// its own.
+func checkScriptOnly(t *testing.T, admin *goredis.Client) {
+	if ran, xinfo := scriptRuns(t, admin); ran == 0 || xinfo != ran {
+		t.Errorf("scripts run %d, XINFO STREAM %d: want scripts run, each calling XINFO STREAM once, and no XINFO STREAM of its own", ran, xinfo)
+	}
+}
+
+// checkScriptThenXInfo fails t unless the script ran (the first look),
+// then XINFO STREAM of its own.
+func checkScriptThenXInfo(t *testing.T, admin *goredis.Client) {
+	if ran, xinfo := scriptRuns(t, admin); ran == 0 || xinfo <= ran {
+		t.Errorf("scripts run %d, XINFO STREAM %d: want the script run, then XINFO STREAM of its own", ran, xinfo)
+	}
 }
 
 // userClient returns a client of srv that logs in as a new user with the
@@ -143,7 +175,7 @@ func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 		for _, w := range ways {
 			t.Run(tt.name+"/"+w.name, func(t *testing.T) {
 				srv, rdb := server(t)
-				sourceReplacedUnderBlockedRead(t, rdb, w.client(t, srv), tt.replace)
+				sourceReplacedUnderBlockedRead(t, rdb, w.source(w.client(t, srv)), tt.replace)
 				w.check(t, rdb)
 			})
 		}
@@ -151,10 +183,9 @@ func TestSourceReplacedUnderBlockedRead(t *testing.T) {
 }
 
 // sourceReplacedUnderBlockedRead is TestSourceReplacedUnderBlockedRead
-// with a Source on reader.
-func sourceReplacedUnderBlockedRead(t *testing.T, rdb, reader *goredis.Client, replace func(t *testing.T, rdb *goredis.Client)) {
+// with src, a Source over s.
+func sourceReplacedUnderBlockedRead(t *testing.T, rdb *goredis.Client, src *redis.Source, replace func(t *testing.T, rdb *goredis.Client)) {
 	ids := add(t, rdb, "s", 0, 3)
-	src, _ := redis.NewSource(reader, "s")
 	store := cursor.NewMemory("")
 	r, _ := redis.NewResumer(src, store)
 	var wg sync.WaitGroup
@@ -189,7 +220,7 @@ func sourceReplacedUnderBlockedRead(t *testing.T, rdb, reader *goredis.Client, r
 func TestSourceScriptFlushed(t *testing.T) {
 	_, rdb := server(t)
 	ids := add(t, rdb, "s", 0, 3)
-	src, _ := redis.NewSource(rdb, "s", redis.WithCount(1))
+	src := scriptWay.source(rdb, redis.WithCount(1))
 	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -229,23 +260,63 @@ func TestSourceScriptFlushed(t *testing.T) {
 	}
 }
 
+// TestSourceIdentityByEntrySize: a Source looks at the stream's identity
+// with its script while the stream's first or last entries are large
+// (XINFO STREAM would send them whole with every read), and with XINFO
+// STREAM itself once they are small.
+func TestSourceIdentityByEntrySize(t *testing.T) {
+	_, rdb := server(t)
+	large, err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", Values: []string{"n", strings.Repeat("x", 8<<10)}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := append([]string{large}, add(t, rdb, "s", 0, 4)...)
+	src, _ := redis.NewSource(rdb, "s", redis.WithCount(1))
+	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	var got []string
+	err = r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+		got = append(got, e.ID)
+		switch e.ID {
+		case ids[2]:
+			checkScriptOnly(t, rdb)
+			// The large entry goes: the next look finds small ones.
+			if err := rdb.XTrimMinID(ctx, "s", ids[2]).Err(); err != nil {
+				t.Error(err)
+			}
+		case ids[4]:
+			return stream.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	checkScriptThenXInfo(t, rdb)
+}
+
 // TestSourceRestartedOnRecreatedStream: a reader restarted with a saved
 // cursor finds a stream recreated and longer, from which nothing was ever
 // removed (entries-added equals the length): its cursor was never an
-// entry of it, so ErrSourceChanged, not Expired.
+// entry of it, so ErrSourceChanged, not Expired. (Open's look is a
+// fresh Source's first: the script, or XINFO STREAM where it is refused.)
 func TestSourceRestartedOnRecreatedStream(t *testing.T) {
-	for _, w := range ways {
+	for _, w := range []way{scriptWay, refusedWay} {
 		t.Run(w.name, func(t *testing.T) {
 			srv, rdb := server(t)
-			sourceRestartedOnRecreatedStream(t, rdb, w.client(t, srv))
+			sourceRestartedOnRecreatedStream(t, rdb, w.source(w.client(t, srv)))
 			w.check(t, rdb)
 		})
 	}
 }
 
 // sourceRestartedOnRecreatedStream is TestSourceRestartedOnRecreatedStream
-// with a Source on reader.
-func sourceRestartedOnRecreatedStream(t *testing.T, rdb, reader *goredis.Client) {
+// with src, a Source over s.
+func sourceRestartedOnRecreatedStream(t *testing.T, rdb *goredis.Client, src *redis.Source) {
 	// The old stream's IDs are explicit, so that the new one (IDs of now)
 	// cannot hold the cursor's ID by chance.
 	for _, id := range []string{"1-1", "1-2", "1-3"} {
@@ -255,7 +326,6 @@ func sourceRestartedOnRecreatedStream(t *testing.T, rdb, reader *goredis.Client)
 	}
 	rdb.Del(t.Context(), "s")
 	add(t, rdb, "s", 10, 10)
-	src, _ := redis.NewSource(reader, "s")
 	r, _ := redis.NewResumer(src, cursor.NewMemory("1-3"))
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
@@ -367,9 +437,9 @@ func TestGroupRefusesSecondLiveConsumer(t *testing.T) {
 	}
 }
 
-// TestSourceOnRing: a Source on a Ring (its script and reads go through
-// the Ring's pipelines, its blocking reads through the Ring itself) reads
-// the stream and catches its replacement.
+// TestSourceOnRing: a Source on a Ring (its script, XINFO STREAM and reads
+// go through the Ring's pipelines, its blocking reads through the Ring
+// itself) reads the stream and catches its replacement.
 func TestSourceOnRing(t *testing.T) {
 	srv, rdb := server(t)
 	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr}})
@@ -397,5 +467,5 @@ func TestSourceOnRing(t *testing.T) {
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}
-	ways[0].check(t, rdb)
+	smallWay.check(t, rdb)
 }

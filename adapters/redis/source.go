@@ -24,9 +24,10 @@ var errClosed = errors.New("redis: connection closed")
 // any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
 // time and starts no goroutine.
 //
-// Every read is pipelined with a look at the stream's identity (a Lua
-// script that calls XINFO STREAM and returns only the fields the check
-// needs; XINFO STREAM itself where scripts are refused); a blocking read
+// Every read is pipelined with a look at the stream's identity (XINFO
+// STREAM while the stream's first and last entries are small, 4 KiB
+// together; otherwise a Lua script that calls it and returns only the
+// fields the check needs, unless scripts are refused); a blocking read
 // that returned entries is followed by one, before they are handed over.
 // A read fails with an error matching stream.ErrSourceChanged when the
 // stream, seen before or named by a cursor, is missing or went back
@@ -37,7 +38,12 @@ type Source struct {
 	rdb goredis.UniversalClient
 	key string
 	cfg config
-	via atomic.Int32 // an infoVia: how the stream's info is read
+	via atomic.Int32 // an infoVia: how the script is run, or viaXInfo where scripts are refused
+	// xinfo is set while the last look at the stream's info found its first
+	// and last entries within edgeLimit bytes: the next look is XINFO
+	// STREAM itself, which costs the server a fifth of the script.
+	xinfo     atomic.Bool
+	edgeLimit int64
 
 	mu   sync.Mutex
 	hist history
@@ -70,7 +76,7 @@ func NewSource(rdb goredis.UniversalClient, key string, opts ...Option) (*Source
 	if errs = append(errs, cfg.errs...); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}}, nil
+	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}, edgeLimit: edgeLimit}, nil
 }
 
 // NewResumer returns a [stream.Resumer] over src with its cursor in store
@@ -174,8 +180,15 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	if after != s.resynced && gap(in, s.pos, s.ord) {
 		return nil, trimmed(s.key, "the cursor", after, in)
 	}
-	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count), block: newBlocker(s.rdb)}, nil
+	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count), count: s.cfg.count, block: newBlocker(s.rdb)}, nil
 }
+
+// The reads of a Source without WithCount grow through a backlog, up to
+// these bounds.
+const (
+	maxCount  = 1000    // entries a read asks for at most
+	readBytes = 1 << 20 // the size of a read's entries a larger COUNT keeps under
+)
 
 // sourceConn is one connection of a Source: it reads from the Source's
 // position on.
@@ -183,6 +196,7 @@ type sourceConn struct {
 	src    *Source
 	buf    []Entry
 	next   int
+	count  int64 // the next read's COUNT
 	block  *blocker
 	mu     sync.Mutex
 	closed bool
@@ -238,7 +252,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	var readCmd *goredis.XStreamSliceCmd
 	rd := c.block.via()
 	in, err := s.withInfo(ctx, rd, func(p goredis.Pipeliner) {
-		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: -1})
+		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: -1})
 	})
 	if err != nil {
 		return err
@@ -252,7 +266,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	}
 	if len(msgs) == 0 {
 		p := rd.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
-		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: s.cfg.count, Block: s.cfg.block})
+		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: s.cfg.block})
 		p.Discard()
 		c.block.read(ctx, cmd)
 		msgs, err = messages(cmd)
@@ -275,6 +289,9 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	for _, m := range msgs {
 		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values})
 	}
+	if !s.cfg.countSet {
+		c.count = nextCount(c.count, msgs)
+	}
 	if len(msgs) > 0 {
 		s.mu.Lock()
 		if s.ord > 0 {
@@ -286,6 +303,29 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	return nil
 }
 
+// edgeLimit is the size of a stream's first and last entries together up
+// to which a Source reads the stream's info with XINFO STREAM rather than
+// with the script: parsing that much more costs the client about what the
+// script costs the server more (docs/redis.md, Measured).
+const edgeLimit = 4 << 10
+
+// nextCount returns the COUNT of the read after one that asked for count
+// and returned msgs, for a Source without WithCount: twice as many after a
+// full read, up to maxCount and as many entries as fit in readBytes, when
+// each is as large as the largest of 16 spread over msgs (summing them all
+// cost 10% of the Source's time); the default after a short read.
+func nextCount(count int64, msgs []goredis.XMessage) int64 {
+	if n := int64(len(msgs)); n < count || n == 0 {
+		return defaultCount
+	}
+	var most int64
+	step := max(len(msgs)/16, 1)
+	for i := len(msgs) - 1; i >= 0; i -= step {
+		most = max(most, size(msgs[i]))
+	}
+	return max(defaultCount, min(2*count, maxCount, readBytes/max(most, 1)))
+}
+
 // withInfo reads the stream's info and runs the commands more queues
 // (none when nil) after it, in one round trip through rd; when the server
 // refused the script, the round trip is made again another way, so the
@@ -293,9 +333,13 @@ func (c *sourceConn) fill(ctx context.Context) error {
 // caller.
 func (s *Source) withInfo(ctx context.Context, rd goredis.Cmdable, more func(goredis.Pipeliner)) (info, error) {
 	for {
+		via := infoVia(s.via.Load())
+		if s.xinfo.Load() {
+			via = viaXInfo
+		}
 		var cmd infoCmd
 		_, _ = rd.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			cmd = queueInfo(ctx, p, s.key, infoVia(s.via.Load()))
+			cmd = queueInfo(ctx, p, s.key, via)
 			if more != nil {
 				more(p)
 			}
@@ -306,6 +350,9 @@ func (s *Source) withInfo(ctx context.Context, rd goredis.Cmdable, more func(gor
 			if cmd.via == viaEval && err == nil { // EVAL loaded the script
 				s.via.CompareAndSwap(int32(viaEval), int32(viaEvalSha))
 			}
+			// After a failure, the script: its reply's size does not
+			// depend on the entries'.
+			s.xinfo.Store(err == nil && in.edges <= s.edgeLimit)
 			return in, err
 		}
 		s.via.Store(int32(again))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -323,4 +324,86 @@ func TestStopEndsBlockingRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNextCount: without WithCount, a Source's reads double through a
+// backlog up to 1,000 entries, as many as fit in 1 MiB (each taken as large
+// as the largest of those it looks at) but never below 100, and go back to
+// 100 once a read comes back short.
+func TestNextCount(t *testing.T) {
+	sizes := func(n, size int) []int { return slices.Repeat([]int{size}, n) }
+	tests := []struct {
+		name  string
+		count int64
+		sizes []int
+		want  int64
+	}{
+		{name: "short read", count: 400, sizes: sizes(399, 10), want: 100},
+		{name: "nothing read", count: 100, sizes: nil, want: 100},
+		{name: "full read", count: 100, sizes: sizes(100, 10), want: 200},
+		{name: "full read near the bound", count: 800, sizes: sizes(800, 10), want: 1000},
+		{name: "full read at the bound", count: 1000, sizes: sizes(1000, 10), want: 1000},
+		// 1 MiB holds 255 entries of 4 KiB and 15+1+4096 bytes.
+		{name: "4 KiB entries", count: 200, sizes: sizes(200, 4<<10), want: 255},
+		{name: "entries grew", count: 800, sizes: sizes(800, 20<<10), want: 100},
+		{name: "100 KiB entries", count: 100, sizes: sizes(100, 100<<10), want: 100},
+		{name: "a large entry last", count: 400, sizes: append(sizes(399, 10), 100<<10), want: 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := redis.NextCount(tt.count, tt.sizes); got != tt.want {
+				t.Errorf("NextCount(%d, %d entries) = %d, want %d", tt.count, len(tt.sizes), got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSourceReadsGrowThroughBacklog: a Source without WithCount reads a
+// backlog of 3,000 small entries in 6 reads (100, 200, 400, 800, 1,000,
+// 1,000); with WithCount(100) in 30.
+func TestSourceReadsGrowThroughBacklog(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  []redis.Option
+		reads int
+	}{
+		{name: "default", reads: 6},
+		{name: "WithCount(100)", opts: []redis.Option{redis.WithCount(100)}, reads: 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, rdb := server(t)
+			ids := addMany(t, rdb, "s", 3000)
+			src, _ := redis.NewSource(rdb, "s", tt.opts...)
+			r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+			got := runUntil(t, r, ids[len(ids)-1])
+			if diff := cmp.Diff(ids, got); diff != "" {
+				t.Errorf("handled (-want +got):\n%s", diff)
+			}
+			if st := commandStat(t, rdb, "xread"); st.calls != tt.reads {
+				t.Errorf("XREAD %+v, want %d calls", st, tt.reads)
+			}
+		})
+	}
+}
+
+// addMany appends n small entries to key in one pipeline and returns their
+// IDs.
+func addMany(t *testing.T, rdb *goredis.Client, key string, n int) []string {
+	t.Helper()
+	cmds := make([]*goredis.StringCmd, n)
+	_, err := rdb.Pipelined(t.Context(), func(p goredis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.XAdd(t.Context(), &goredis.XAddArgs{Stream: key, Values: []string{"n", fmt.Sprint(i)}})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i, c := range cmds {
+		ids[i] = c.Val()
+	}
+	return ids
 }
