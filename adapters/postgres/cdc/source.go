@@ -263,7 +263,7 @@ func (s *Source) take(ctx context.Context) (Cursor, error) {
 	s.parked = c
 	s.unparkCtx = context.AfterFunc(ctx, func() {
 		if c := s.unpark(); c != nil {
-			_ = c.Close()
+			c.abandon()
 		}
 	})
 	s.mu.Unlock()
