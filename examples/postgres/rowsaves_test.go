@@ -53,7 +53,7 @@ func saveRows(t *testing.T, s *rowSaves, n int) {
 // 100ms of its last write; flush writes the last.
 func TestRowSavesKeeping(t *testing.T) {
 	file := &countingStore{Store: cursor.NewMemory(cdc.Cursor{})}
-	s := &rowSaves{file: file}
+	s := &rowSaves{store: file}
 	saveRows(t, s, 3)
 	if file.saves != 1 {
 		t.Errorf("file saves = %d, want 1", file.saves)
@@ -68,15 +68,17 @@ func TestRowSavesKeeping(t *testing.T) {
 }
 
 // A killed process's kept save is in the rows file, and the next process
-// goes on from it; a rows file that is torn, at another position than the
-// file's, or behind it, is not taken.
+// goes on from it; a rows file that is torn, behind the file, or of
+// another stream, is not taken.
 func TestRowSavesRowsFile(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		spoil func(t *testing.T, path string, file cursor.Store[cdc.Cursor])
-		want  cdc.Cursor
+		name    string
+		anyKept bool // a change's save kept too (a snapshot under way)
+		spoil   func(t *testing.T, path string, file cursor.Store[cdc.Cursor])
+		want    cdc.Cursor
 	}{
 		{name: "kept", want: row(3)},
+		{name: "a change kept", anyKept: true, want: change},
 		{
 			name: "torn",
 			spoil: func(t *testing.T, path string, _ cursor.Store[cdc.Cursor]) {
@@ -92,17 +94,6 @@ func TestRowSavesRowsFile(t *testing.T) {
 			want: at,
 		},
 		{
-			name: "another position",
-			spoil: func(t *testing.T, _ string, file cursor.Store[cdc.Cursor]) {
-				next := at
-				next.LSN++
-				if err := file.Save(context.Background(), next); err != nil {
-					t.Fatal(err)
-				}
-			},
-			want: cdc.Cursor{LSN: at.LSN + 1, Index: -1, System: "7301", Timeline: 1, Slot: "s"},
-		},
-		{
 			name: "behind the file",
 			spoil: func(t *testing.T, _ string, file cursor.Store[cdc.Cursor]) {
 				if err := file.Save(context.Background(), row(5)); err != nil {
@@ -111,18 +102,35 @@ func TestRowSavesRowsFile(t *testing.T) {
 			},
 			want: row(5),
 		},
+		{
+			name: "another stream",
+			spoil: func(t *testing.T, _ string, file cursor.Store[cdc.Cursor]) {
+				other := at
+				other.Slot = "t"
+				if err := file.Save(context.Background(), other); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: cdc.Cursor{LSN: at.LSN, Index: -1, System: "7301", Timeline: 1, Slot: "t"},
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state.rows")
 			file := cursor.NewMemory(cdc.Cursor{})
-			killed := &rowSaves{file: file, rowsf: path}
-			saveRows(t, killed, 3) // and no flush: killed
-			killed.rows.Close()
+			killed := &rowSaves{store: fileRows{file: file, path: path}, rowsf: path}
+			killed.keepAny(tt.anyKept)
+			saveRows(t, killed, 3)
+			if tt.anyKept {
+				killed.rowsAt = time.Time{}
+				if err := killed.Save(context.Background(), change); err != nil {
+					t.Fatal(err)
+				}
+			}
+			killed.rows.Close() // and no flush: killed
 			if tt.spoil != nil {
 				tt.spoil(t, path, file)
 			}
-			s := &rowSaves{file: file, rowsf: path}
-			got, err := s.Load(context.Background())
+			got, err := fileRows{file: file, path: path}.Load(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,3 +140,6 @@ func TestRowSavesRowsFile(t *testing.T) {
 		})
 	}
 }
+
+// change is the cursor of a change after the rows at at.
+var change = cdc.Cursor{LSN: at.LSN + 0x100, Index: 0, System: "7301", Timeline: 1, Slot: "s"}
