@@ -97,6 +97,22 @@ func TestCoalescingDeadline(t *testing.T) {
 			t.Errorf("Read() with deadline %v = %d, %v, want %v", at, n, err, os.ErrDeadlineExceeded)
 		}
 	}
+	// A passed deadline times the read out even with bytes waiting, as the
+	// socket's own Read does: under a flood of messages the status
+	// interval's deadline still fires.
+	c2, peer := tcpPair(t)
+	if _, err := peer.Write([]byte("waiting")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	c2.busy = true
+	n, err := c2.Read(buf)
+	var ne net.Error
+	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("Read() with bytes waiting and a passed deadline = %d, %v, want a timeout (%v)", n, err, os.ErrDeadlineExceeded)
+	}
 	// SetDeadline counts too, and the zero time clears it.
 	if err := c.SetDeadline(time.Unix(1, 0)); err != nil {
 		t.Fatal(err)

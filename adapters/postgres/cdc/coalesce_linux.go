@@ -23,7 +23,9 @@ func newCoalescing(nc net.Conn) *coalescingConn {
 }
 
 // tryRead reads what the socket holds without waiting; ok is false when
-// it holds nothing.
+// it holds nothing. A passed read deadline fails it with a timeout, as it
+// fails the socket's Read (RawConn.Read checks it first): the status
+// interval's deadline fires under a flood of messages too.
 func (c *coalescingConn) tryRead(p []byte) (n int, ok bool, err error) {
 	var rerr error
 	if err := c.raw.Read(func(fd uintptr) bool {
