@@ -15,10 +15,12 @@
 // transaction, from 0. Everything else goes to stderr. The cursor is saved
 // after every change (with -checkpoint D, at most every D: a kill then
 // prints again the changes since the last save), except while -snapshot's
-// snapshot is under way: every 100ms then, so that neither its rows nor
-// the changes a chunk waits for are an fsync each (a kill prints again
-// what was handled in the last 100ms). A backfill's rows, which share a
-// position, are saved at most every 100ms too. On SIGTERM or SIGINT it saves and exits with status
+// snapshot is under way: every 10ms then, the file written at most every
+// 100ms and a second file, STATE.rows, in between without an fsync, so
+// that neither its rows nor the changes a chunk waits for are an fsync
+// each, and a kill prints again what was handled in the last 10ms. A
+// backfill's rows, which share a position, reach the file at most every
+// 100ms and STATE.rows in between too. On SIGTERM or SIGINT it saves and exits with status
 // 0. When the server or the slot is not the one the saved cursor came from
 // (a recreated slot, a restored or replaced server), it stops with status
 // 1 and says what changed.
@@ -175,7 +177,7 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	if err != nil {
 		return err
 	}
-	store := &rowSaves{file: file}
+	inner := fileRows{file: file, path: cfg.state + ".rows"}
 	var opts []cdc.SourceOption
 	if cfg.snapshot {
 		opts = append(opts, cdc.WithSnapshot(0))
@@ -196,16 +198,18 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 	}
 	// Where this run resumes (the stream's own load, through
 	// cdc.Source.Confirming, waits until it holds the slot).
-	loaded, err := store.Load(ctx)
+	loaded, err := inner.Load(ctx)
 	if err != nil {
 		return err
 	}
+	store := &rowSaves{store: src.Confirming(inner), rowsf: inner.path}
 	fmt.Fprintf(stderr, "resuming after cursor %v from %s\n", loaded, cfg.state)
 	log := zap.New(zapCore(stderr))
 	// A snapshot under way (a first start with -snapshot, or one resumed)
-	// is saved every 100ms until its end, unless -checkpoint says otherwise:
-	// its rows, and the changes that wait before a chunk, are not an fsync
-	// each. Then this Run stops, and the next saves after every change.
+	// is saved every 10ms until its end, unless -checkpoint says otherwise,
+	// the file written at most every 100ms (see rowSaves): its rows, and the
+	// changes that wait before a chunk, are not an fsync each. Then this Run
+	// stops, and the next saves after every change.
 	snapshotting := cfg.checkpoint == 0 && cfg.snapshot && (loaded.Snapshot != "" || loaded == cdc.Cursor{})
 	var inSnapshot atomic.Bool
 	inSnapshot.Store(loaded.Snapshot != "" || cfg.snapshot && loaded == cdc.Cursor{})
@@ -248,14 +252,17 @@ func consume(ctx context.Context, stdout, stderr io.Writer, cfg config) error {
 		case cfg.checkpoint > 0:
 			save = stream.WithCheckpointInterval(cfg.checkpoint)
 		case snapshotting:
-			save = stream.WithCheckpointInterval(100 * time.Millisecond)
+			save = stream.WithCheckpointInterval(rowsWriteEvery)
 		}
 		sopts := []stream.Option{stream.WithLogger(log), save}
 		if cfg.failover { // a promotion takes seconds: look for the new primary often
 			sopts = append(sopts, stream.WithBackoff(backoff.Exponential(backoff.WithMaxInterval(5*time.Second))))
 		}
-		store.keepRows(!snapshotting) // the stream paces a snapshot's saves
-		if r, err = cdc.NewResumer(src, store, sopts...); err != nil {
+		store.keepAny(snapshotting)
+		// As cdc.NewResumer, but with Confirming inside rowSaves: only the
+		// file's writes are confirmed to the server.
+		sopts = append([]stream.Option{stream.WithCursorOrder(cdc.Compare)}, sopts...)
+		if r, err = stream.New(src, cdc.Extract, store, sopts...); err != nil {
 			return err
 		}
 		was := snapshotting

@@ -62,7 +62,7 @@ func snapKillRun(b *testing.B, bin string, rows int, kills []float64) (total, fi
 	defer cancel()
 	// Counted as the file grows: reading all of it at every poll would
 	// take the CPU the example needs.
-	var counted, seenRows int
+	var counted, seenRows, seenChanges int
 	var part []byte // a line's start read last
 	snapRows := func() int {
 		f, err := os.Open(stdout)
@@ -74,7 +74,9 @@ func snapKillRun(b *testing.B, bin string, rows int, kills []float64) (total, fi
 		counted += len(data)
 		data = append(part, data...)
 		last := bytes.LastIndexByte(data, '\n') + 1
-		seenRows += bytes.Count(data[:last], []byte(`{"op":"snapshot"`))
+		n := bytes.Count(data[:last], []byte(`{"op":"snapshot"`))
+		seenRows += n
+		seenChanges += bytes.Count(data[:last], []byte("\n")) - n
 		part = append([]byte(nil), data[last:]...)
 		return seenRows
 	}
@@ -84,6 +86,7 @@ func snapKillRun(b *testing.B, bin string, rows int, kills []float64) (total, fi
 	}
 	start := time.Now()
 	var firsts []time.Duration // from each restart to its first snapshot row
+	var before []int           // the changes printed meanwhile (polled: up to 20 ms more)
 	var p *childproc.Proc
 	run := func() {
 		var err error
@@ -96,11 +99,13 @@ func snapKillRun(b *testing.B, bin string, rows int, kills []float64) (total, fi
 		replUntil(b, fmt.Sprintf("%.0f%% of the snapshot", f*100), func() bool { return snapRows() >= int(f*float64(rows)) })
 		p.Kill()
 		seen := snapRows()
+		changes := seenChanges
 		restart := time.Now()
 		run()
 		replUntil(b, "a snapshot row after the restart", func() bool { return snapRows() > seen || done() })
 		firstRow = max(firstRow, time.Since(restart))
 		firsts = append(firsts, time.Since(restart).Round(time.Millisecond))
+		before = append(before, seenChanges-changes)
 	}
 	wait(b, "the snapshot's end", done, func() string {
 		c, _ := savedCursor(b, state)
@@ -108,7 +113,9 @@ func snapKillRun(b *testing.B, bin string, rows int, kills []float64) (total, fi
 	})
 	total = time.Since(start)
 	p.Kill()
-	b.Logf("%d rows, kills at %v: the snapshot took %v, the first row after each restart %v\n%s", rows, kills, total.Round(time.Millisecond), firsts, childproc.Tail(stderr, 6))
+	snapRows()
+	b.Logf("%d rows, kills at %v: the snapshot took %v, the first row after each restart %v (changes printed before it: %v), %d snapshot rows printed (%d again), %d changes\n%s",
+		rows, kills, total.Round(time.Millisecond), firsts, before, seenRows, seenRows-rows, seenChanges, childproc.Tail(stderr, 6))
 	return total, firstRow
 }
 

@@ -236,8 +236,9 @@ var sinkBytes int
 // (under a Resumer) and through pg_recvlogical (PostgreSQL's C client,
 // pgoutput, --endpos, output to /dev/null), each from its own copy of one
 // slot, in the same run: 20,000 changes in single-row transactions and in
-// transactions of 1,000 rows; compare the events/s, and the CPU time each
-// client used per event (the server's is the same for both).
+// transactions of 1,000 rows; compare the events/s, the CPU time each
+// client used per event (the server's is the same for both) and the
+// context switches of each client's threads.
 func BenchmarkReplVsRecvlogical(b *testing.B) {
 	const bin = "/usr/lib/postgresql/15/bin/pg_recvlogical"
 	if _, err := os.Stat(bin); err != nil {
@@ -254,57 +255,62 @@ func BenchmarkReplVsRecvlogical(b *testing.B) {
 			replExec(b, dsn, "SELECT pg_copy_logical_replication_slot('"+slot+"', '"+c+"')")
 			return c
 		}
-		// Each returns the CPU time its client used: this process's, or
-		// pg_recvlogical's.
-		read := map[string]func(c string) time.Duration{
-			"source": func(c string) time.Duration {
-				t := cpuTime()
+		// Each returns the CPU time its client used (this process's, or
+		// pg_recvlogical's) and its context switches: a client woken once
+		// per few messages spends most of its CPU being woken.
+		read := map[string]func(c string) (time.Duration, int64){
+			"source": func(c string) (time.Duration, int64) {
+				t, sw := cpuTime(), switches()
 				sourceRead(b, dsn, c, rows, nil)
-				return cpuTime() - t
+				return cpuTime() - t, switches() - sw
 			},
-			"pg_recvlogical": func(c string) time.Duration {
+			"pg_recvlogical": func(c string) (time.Duration, int64) {
 				cmd := osexec.Command(bin, "-d", dsn, "-S", c, "--start", "--no-loop", "-E", end,
 					"-o", "proto_version=1", "-o", "publication_names=pub", "-f", "/dev/null")
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("pg_recvlogical: %v\n%s", err, out)
 				}
-				return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+				return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), childSwitches(cmd.ProcessState)
 			},
 		}
 		// Side by side: each round reads a copy of the slot through each,
 		// the first alternating; the ratios are the Source's over
-		// pg_recvlogical's (events/s, client CPU).
+		// pg_recvlogical's (events/s, client CPU, context switches).
 		b.Run(fmt.Sprintf("tx%d/pairs", perTx), func(b *testing.B) {
-			var speed, cpu []float64
+			var speed, cpu, sw []float64
 			for i := 0; b.Loop(); i++ {
 				order := []string{"source", "pg_recvlogical"}
 				if i%2 == 1 {
 					slices.Reverse(order)
 				}
-				took, used := map[string]time.Duration{}, map[string]time.Duration{}
+				took, used, woke := map[string]time.Duration{}, map[string]time.Duration{}, map[string]int64{}
 				for _, name := range order {
 					c := fresh()
 					start := time.Now()
-					used[name] = read[name](c)
+					used[name], woke[name] = read[name](c)
 					took[name] = time.Since(start)
 					awaitInactive(b, dsn, c)
 					replExec(b, dsn, "SELECT pg_drop_replication_slot('"+c+"')")
 				}
 				speed = append(speed, took["pg_recvlogical"].Seconds()/took["source"].Seconds())
 				cpu = append(cpu, used["source"].Seconds()/used["pg_recvlogical"].Seconds())
+				sw = append(sw, float64(woke["source"])/float64(max(woke["pg_recvlogical"], 1)))
 			}
 			reportSpread(b, speed, "events/s-x")
 			reportSpread(b, cpu, "client-cpu-x")
+			reportSpread(b, sw, "cswitch-x")
 			b.ReportMetric(0, "ns/op")
 		})
 		for _, name := range []string{"source", "pg_recvlogical", "source", "pg_recvlogical"} {
 			b.Run(fmt.Sprintf("tx%d/%s", perTx, name), func(b *testing.B) {
 				var cpu time.Duration
+				var sw int64
 				for b.Loop() {
 					b.StopTimer()
 					c := fresh()
 					b.StartTimer()
-					cpu += read[name](c)
+					used, woke := read[name](c)
+					cpu, sw = cpu+used, sw+woke
 					b.StopTimer()
 					awaitInactive(b, dsn, c)
 					replExec(b, dsn, "SELECT pg_drop_replication_slot('"+c+"')")
@@ -312,6 +318,7 @@ func BenchmarkReplVsRecvlogical(b *testing.B) {
 				}
 				b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "events/s")
 				b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(rows*b.N), "client-cpu-µs/event")
+				b.ReportMetric(float64(sw)/float64(rows*b.N), "cswitches/event")
 				b.ReportMetric(0, "ns/op")
 			})
 		}

@@ -472,6 +472,18 @@ func (c *conn) setSide(pg *pgconn.PgConn) {
 	c.side.Store(pg)
 }
 
+// abandon closes the connection without a goodbye: its sockets first, so
+// that Close waits on no server. A connection parked by Confirming's Load
+// whose context ended is closed so: the goroutine closing it ends at once,
+// not up to closeTimeout after the stream's Run returned.
+func (c *conn) abandon() {
+	_ = c.pg.Conn().Close()
+	if side := c.side.Load(); side != nil {
+		_ = side.Conn().Close()
+	}
+	_ = c.Close()
+}
+
 // Close ends the connection. It may be called more than once, and
 // concurrently with Recv, which it unblocks.
 func (c *conn) Close() error {

@@ -26,8 +26,8 @@ type imported struct {
 
 // createSlotImporting creates the stream's slot; with WithSnapshot it
 // exports the slot's snapshot and imports it into a transaction of a plain
-// connection, returned.
-func (s *Source) createSlotImporting(ctx context.Context, pg *pgconn.PgConn) (*imported, error) {
+// connection (side's, or a new one), returned.
+func (s *Source) createSlotImporting(ctx context.Context, pg *pgconn.PgConn, side *sideDial) (*imported, error) {
 	if !s.snapshot {
 		return nil, s.createSlot(ctx, pg)
 	}
@@ -35,17 +35,17 @@ func (s *Source) createSlotImporting(ctx context.Context, pg *pgconn.PgConn) (*i
 	if err != nil {
 		return nil, err
 	}
-	side, err := pgconn.ConnectConfig(ctx, s.queryConfig())
+	sc, err := s.sideConn(ctx, side)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: snapshot: connecting: %w", err)
 	}
 	// The exported snapshot lives until pg runs its next command: import it
 	// first. The name is the server's, of hex digits and dashes.
-	if _, err := side.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"+name+"'").ReadAll(); err != nil {
-		closeQuietly(ctx, side)
+	if _, err := sc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"+name+"'").ReadAll(); err != nil {
+		closeQuietly(ctx, sc)
 		return nil, fmt.Errorf("cdc: snapshot: importing the slot's snapshot: %w", err)
 	}
-	return &imported{side: side, at: at}, nil
+	return &imported{side: sc, at: at}, nil
 }
 
 // createExporting creates the stream's slot exporting its snapshot, and

@@ -42,6 +42,7 @@ const defaultStatusInterval = 10 * time.Second
 // confirmed, and the server keeps all WAL since the slot's creation.
 type Source struct {
 	cfg       *pgconn.Config
+	repl      *pgconn.Config // cfg for the replication connections: read through coalescingConn
 	slot      string
 	pub       string
 	interval  time.Duration
@@ -159,6 +160,9 @@ func NewSource(dsn, slot, publication string, opts ...SourceOption) (*Source, er
 		errs = append(errs, invalid(where, "publication", publication, "must be an unquoted identifier"))
 	}
 	s := &Source{cfg: cfg, slot: slot, pub: publication, interval: defaultStatusInterval, chunkRows: defaultChunkRows}
+	if cfg != nil {
+		s.repl = replicationConfig(cfg)
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.applySource(s)
@@ -259,7 +263,7 @@ func (s *Source) take(ctx context.Context) (Cursor, error) {
 	s.parked = c
 	s.unparkCtx = context.AfterFunc(ctx, func() {
 		if c := s.unpark(); c != nil {
-			_ = c.Close()
+			c.abandon()
 		}
 	})
 	s.mu.Unlock()
@@ -412,11 +416,13 @@ func (e *slotBusy) Unwrap() error { return e.err }
 
 // open is one attempt of Open.
 func (s *Source) open(ctx context.Context, after Cursor) (*conn, error) {
-	pg, err := pgconn.ConnectConfig(ctx, s.cfg)
+	side := s.dialSide(ctx)
+	defer side.close(ctx) // unless the connection took it
+	pg, err := pgconn.ConnectConfig(ctx, s.repl)
 	if err != nil {
 		return nil, classify(fmt.Errorf("cdc: connecting for replication: %w", err))
 	}
-	c, err := s.start(ctx, pg, after)
+	c, err := s.start(ctx, pg, after, side)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
@@ -431,8 +437,9 @@ func (s *Source) open(ctx context.Context, after Cursor) (*conn, error) {
 }
 
 // start identifies the server, takes the slot, loads the Store, checks the
-// slot against the cursor and starts replication on pg.
-func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*conn, error) {
+// slot against the cursor and starts replication on pg. A snapshot or
+// backfill under way reads through side's connection.
+func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor, side *sideDial) (*conn, error) {
 	sys, err := pglogrepl.IdentifySystem(ctx, pg)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: IDENTIFY_SYSTEM: %w", err)
@@ -489,7 +496,7 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 		// creating it again would skip what happened in between.
 		return nil, fmt.Errorf("cdc: slot %q: was there when this Source last opened it, now missing (system %s, timeline %d): %w", s.slot, id.system, id.timeline, stream.ErrSourceChanged)
 	case !found && after.fresh():
-		if imp, err = s.createSlotImporting(ctx, pg); err != nil {
+		if imp, err = s.createSlotImporting(ctx, pg, side); err != nil {
 			return nil, err
 		}
 		defer imp.close(ctx)
@@ -509,6 +516,9 @@ func (s *Source) start(ctx context.Context, pg *pgconn.PgConn, after Cursor) (*c
 	}
 	if imp != nil {
 		c.useImport(imp)
+	}
+	if c.snap.side == nil && (c.snap.initial || len(c.snap.prog.Tables) > 0 || s.pending.Load() > 0) {
+		c.setSide(side.take()) // nil: the first chunk connects
 	}
 	if err := c.sendStatus(); err != nil {
 		return nil, err
