@@ -12,6 +12,7 @@ import (
 
 	"github.com/resumable-go/resumable/adapters/redis"
 	"github.com/resumable-go/resumable/backoff"
+	"github.com/resumable-go/resumable/cursor"
 	"github.com/resumable-go/resumable/internal/testkit/redistest"
 	"github.com/resumable-go/resumable/stream"
 )
@@ -123,5 +124,60 @@ func TestGroupLargeEntries(t *testing.T) {
 	slices.SortFunc(got, redis.Compare)
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+}
+
+// TestSourceLargeEntries: replies of more than three entries are lost (as
+// a reply that outlasts the client's read timeout). After a failed read
+// the Source reads one entry at a time, then more, and hands over every
+// entry once, in order; with WithCount as without.
+func TestSourceLargeEntries(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []redis.Option
+	}{
+		{name: "default"},
+		{name: "WithCount(10)", opts: []redis.Option{redis.WithCount(10)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			px, rdb, via := proxied(t)
+			big := strings.Repeat("x", 64<<10)
+			var ids []string
+			for range 20 {
+				id, err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", Values: []string{"v", big}}).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			px.CutRepliesOver(3*len(big) + len(big)/2)
+			ctx, cancel := context.WithTimeout(t.Context(), guard)
+			defer cancel()
+			src, err := redis.NewSource(via, "s", tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := redis.NewResumer(src, cursor.NewMemory(""), quick)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			err = r.Run(ctx, func(_ context.Context, e redis.Entry) error {
+				got = append(got, e.ID)
+				if len(got) == len(ids) {
+					return stream.ErrStop
+				}
+				return nil
+			})
+			if px.CutOver() == 0 {
+				t.Fatal("the proxy cut no reply")
+			}
+			if err != nil {
+				t.Errorf("Run() = %v, want nil", err)
+			}
+			if diff := cmp.Diff(ids, got); diff != "" {
+				t.Errorf("handed over (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

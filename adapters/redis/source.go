@@ -52,6 +52,10 @@ type Source struct {
 	// resynced is the cursor the last resync returned: it covers what lay
 	// before it, so Open does not look for a gap behind it.
 	resynced string
+	// doubted is set by a failed read, whose reply may have been too
+	// large to arrive within the client's read timeout: connections start
+	// with reads of one entry until a read of WithCount's size came back.
+	doubted bool
 }
 
 var _ stream.Source[Entry, string] = (*Source)(nil)
@@ -180,7 +184,11 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 	if after != s.resynced && gap(in, s.pos, s.ord) {
 		return nil, trimmed(s.key, "the cursor", after, in)
 	}
-	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count), count: s.cfg.count, block: newBlocker(s.rdb)}, nil
+	count := s.cfg.count
+	if s.doubted {
+		count = 1
+	}
+	return &sourceConn{src: s, buf: make([]Entry, 0, s.cfg.count), count: count, block: newBlocker(s.rdb)}, nil
 }
 
 // The reads of a Source without WithCount grow through a backlog, up to
@@ -228,6 +236,7 @@ func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 			if ctx.Err() != nil {
 				return Entry{}, ctx.Err()
 			}
+			c.src.doubt()
 			return Entry{}, err
 		}
 	}
@@ -289,9 +298,7 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	for _, m := range msgs {
 		c.buf = append(c.buf, Entry{ID: m.ID, Values: m.Values})
 	}
-	if !s.cfg.countSet {
-		c.count = nextCount(c.count, msgs)
-	}
+	c.count = s.nextRead(c.count, msgs)
 	if len(msgs) > 0 {
 		s.mu.Lock()
 		if s.ord > 0 {
@@ -301,6 +308,36 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// doubt makes the next connections start with reads of one entry, after
+// a failed read.
+func (s *Source) doubt() {
+	s.mu.Lock()
+	s.doubted = true
+	s.mu.Unlock()
+}
+
+// nextRead returns the COUNT of the read after one that asked for count
+// and returned msgs: after a failed read, twice as many after each full
+// read up to WithCount's (or the default) size, which ends the doubt;
+// then WithCount's, or nextCount's without it.
+func (s *Source) nextRead(count int64, msgs []goredis.XMessage) int64 {
+	if count < s.cfg.count {
+		if int64(len(msgs)) < count {
+			return count
+		}
+		if count = min(2*count, s.cfg.count); count == s.cfg.count {
+			s.mu.Lock()
+			s.doubted = false
+			s.mu.Unlock()
+		}
+		return count
+	}
+	if s.cfg.countSet {
+		return count
+	}
+	return nextCount(count, msgs)
 }
 
 // edgeLimit is the size of a stream's first and last entries together up
