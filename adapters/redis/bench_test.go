@@ -221,11 +221,12 @@ func BenchmarkGroup(b *testing.B) {
 }
 
 // BenchmarkSource reads b.N entries with a Source (its cursor in memory)
-// and a handler that does nothing, with the Source's connection alone,
-// and with the plain go-redis loop it replaces; BenchmarkPaired compares
-// them.
+// and a handler that does nothing (with its defaults, and at
+// WithCount(-read-count)), with the Source's connection alone, and with
+// the plain go-redis loop it replaces; BenchmarkPaired compares them.
 func BenchmarkSource(b *testing.B) {
 	b.Run("resumable", func(b *testing.B) { bench(b, sourceSide) })
+	b.Run("fixed", func(b *testing.B) { bench(b, fixedSide) })
 	b.Run("conn", func(b *testing.B) { bench(b, connSide) })
 	b.Run("go-redis-loop", func(b *testing.B) { bench(b, sourceLoop) })
 }
