@@ -82,12 +82,11 @@ func TestGroupLostReplyOfNewRead(t *testing.T) {
 	}
 }
 
-// TestGroupLargeEntries: replies of more than three entries are lost (as
-// a reply that outlasts the client's read timeout). After a failed read
-// the consumer reads one entry at a time, then more, and handles every
-// entry.
-func TestGroupLargeEntries(t *testing.T) {
-	px, rdb, via := proxied(t)
+// largeEntries adds 20 entries of 64 KiB to stream s and has px lose the
+// replies of more than three and a half of them, as replies that outlast
+// the client's read timeout; it returns their IDs.
+func largeEntries(t *testing.T, px *redistest.Proxy, rdb *goredis.Client) []string {
+	t.Helper()
 	big := strings.Repeat("x", 64<<10)
 	var ids []string
 	for range 20 {
@@ -98,6 +97,31 @@ func TestGroupLargeEntries(t *testing.T) {
 		ids = append(ids, id)
 	}
 	px.CutRepliesOver(3*len(big) + len(big)/2)
+	return ids
+}
+
+// checkLargeEntries checks a run over largeEntries: a reply was lost, Run
+// returned nil, and got (the IDs handled, in order) is ids.
+func checkLargeEntries(t *testing.T, px *redistest.Proxy, err error, ids, got []string) {
+	t.Helper()
+	if px.CutOver() == 0 {
+		t.Fatal("the proxy cut no reply")
+	}
+	if err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+}
+
+// TestGroupLargeEntries: replies of more than three entries are lost (as
+// a reply that outlasts the client's read timeout). After a failed read
+// the consumer reads one entry at a time, then more, and handles every
+// entry.
+func TestGroupLargeEntries(t *testing.T) {
+	px, rdb, via := proxied(t)
+	ids := largeEntries(t, px, rdb)
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
 	g := newGroup(t, via, "c1")
@@ -115,16 +139,8 @@ func TestGroupLargeEntries(t *testing.T) {
 		}
 		return nil
 	}))
-	if px.CutOver() == 0 {
-		t.Fatal("the proxy cut no reply")
-	}
-	if err != nil {
-		t.Errorf("Run() = %v, want nil", err)
-	}
 	slices.SortFunc(got, redis.Compare)
-	if diff := cmp.Diff(ids, got); diff != "" {
-		t.Errorf("handled (-want +got):\n%s", diff)
-	}
+	checkLargeEntries(t, px, err, ids, got)
 }
 
 // TestSourceLargeEntries: replies of more than three entries are lost (as
@@ -141,16 +157,7 @@ func TestSourceLargeEntries(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			px, rdb, via := proxied(t)
-			big := strings.Repeat("x", 64<<10)
-			var ids []string
-			for range 20 {
-				id, err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", Values: []string{"v", big}}).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
-			px.CutRepliesOver(3*len(big) + len(big)/2)
+			ids := largeEntries(t, px, rdb)
 			ctx, cancel := context.WithTimeout(t.Context(), guard)
 			defer cancel()
 			src, err := redis.NewSource(via, "s", tt.opts...)
@@ -169,15 +176,7 @@ func TestSourceLargeEntries(t *testing.T) {
 				}
 				return nil
 			})
-			if px.CutOver() == 0 {
-				t.Fatal("the proxy cut no reply")
-			}
-			if err != nil {
-				t.Errorf("Run() = %v, want nil", err)
-			}
-			if diff := cmp.Diff(ids, got); diff != "" {
-				t.Errorf("handed over (-want +got):\n%s", diff)
-			}
+			checkLargeEntries(t, px, err, ids, got)
 		})
 	}
 }
