@@ -1,14 +1,11 @@
 package cdc_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,131 +17,6 @@ import (
 	"github.com/resumable-go/resumable/internal/testkit/pgtest"
 	"github.com/resumable-go/resumable/stream"
 )
-
-// cutProxy forwards TCP connections to a server and cuts replication
-// connections at a byte: the i-th connection that sends START_REPLICATION
-// is closed after cuts[i] bytes of the server's replies that follow it
-// (partway through a message, as a network that fails does). Connections
-// after the last cut are forwarded whole.
-type cutProxy struct {
-	l      net.Listener
-	target string
-	cuts   []int
-	next   atomic.Int32 // the index in cuts of the next replication connection
-	fired  atomic.Int32 // cuts made
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string, cuts ...int) *cutProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{l: l, target: target, cuts: cuts}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		l.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, client, server)
-		p.mu.Unlock()
-		budget := make(chan int, 1) // the bytes to pass after START_REPLICATION; -1: all
-		p.wg.Add(2)
-		go func() { // client → server
-			defer p.wg.Done()
-			defer server.Close()
-			buf := make([]byte, 64<<10)
-			sent := false
-			for {
-				n, err := client.Read(buf)
-				if n > 0 && !sent && bytes.Contains(buf[:n], []byte("START_REPLICATION")) {
-					sent = true
-					if i := int(p.next.Add(1)) - 1; i < len(p.cuts) {
-						budget <- p.cuts[i]
-					} else {
-						budget <- -1
-					}
-				}
-				if n > 0 {
-					if _, werr := server.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		go func() { // server → client
-			defer p.wg.Done()
-			defer client.Close()
-			buf := make([]byte, 64<<10)
-			left := -1
-			for {
-				if left < 0 {
-					select {
-					case left = <-budget:
-					default:
-					}
-				}
-				n, err := server.Read(buf)
-				if n > 0 && left >= 0 {
-					if n >= left {
-						client.Write(buf[:left])
-						p.fired.Add(1)
-						server.Close()
-						return
-					}
-					left -= n
-				}
-				if n > 0 {
-					if _, werr := client.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-// dsn returns dsn with the proxy in place of its host.
-func (p *cutProxy) dsn(t *testing.T, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.l.Addr().String()
-	return u.String()
-}
 
 // countingSource wraps a cdc.Source: it observes the target at every Open
 // after the first, and counts per connection the inserts Recv returned and
@@ -210,8 +82,9 @@ func TestTxBatchesCutMidTransaction(t *testing.T) {
 	}
 	// The tx is about 32 KB on the wire: the cuts fall after about 120 and
 	// 360 of its changes.
-	p := newCutProxy(t, u.Host, 7000, 20000)
-	src, err := cdc.NewSource(p.dsn(t, dsn), slot, "pub")
+	p := pgtest.NewProxy(t, u.Host)
+	p.CutAfter("START_REPLICATION", 7000, 20000)
+	src, err := cdc.NewSource(p.DSN(dsn, u.Host), slot, "pub")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +153,7 @@ func TestTxBatchesCutMidTransaction(t *testing.T) {
 		t.Fatalf("RunBatch() = %v", err)
 	}
 
-	if got := p.fired.Load(); got != 2 {
+	if got := p.CutsAfter(); got != 2 {
 		t.Fatalf("the proxy cut %d connections, want 2", got)
 	}
 	cs.mu.Lock()

@@ -21,6 +21,12 @@ type Proxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
+
+	// CutAfter's: the message that starts a budget, the budgets left, and
+	// the cuts made.
+	budgetMatch []byte
+	budgets     []int
+	cuts        atomic.Int32
 }
 
 // trap is what the next client message holding match sets off.
@@ -54,6 +60,33 @@ func (p *Proxy) Cut(match string) { p.armed.Store(&trap{match: []byte(match)}) }
 // keeping it open: a server that hangs mid-reply.
 func (p *Proxy) Stall(match string) { p.armed.Store(&trap{match: []byte(match), stall: true}) }
 
+// CutAfter makes the proxy close, partway through, the connections whose
+// client sends a message holding match: the i-th such connection is
+// closed after budgets[i] bytes of the server's replies that follow that
+// message (as a network that fails mid-message does); those after the
+// last budget pass whole. Call it before the connections are made.
+func (p *Proxy) CutAfter(match string, budgets ...int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.budgetMatch, p.budgets = []byte(match), budgets
+}
+
+// CutsAfter returns how many connections CutAfter's budgets cut.
+func (p *Proxy) CutsAfter() int { return int(p.cuts.Load()) }
+
+// budget returns the next of CutAfter's budgets for a client message b
+// holding its match, or -1.
+func (p *Proxy) budget(b []byte) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.budgets) == 0 || !bytes.Contains(b, p.budgetMatch) {
+		return -1
+	}
+	n := p.budgets[0]
+	p.budgets = p.budgets[1:]
+	return n
+}
+
 // Fired is closed when a Cut or a Stall took effect.
 func (p *Proxy) Fired() <-chan struct{} { return p.fired }
 
@@ -78,15 +111,21 @@ func (p *Proxy) accept() {
 		p.conns = append(p.conns, client, server)
 		p.mu.Unlock()
 		var set atomic.Pointer[trap] // the trap this connection set off
+		left := make(chan int, 1)    // the reply bytes CutAfter lets pass
 		p.wg.Add(2)
 		go func() { // client → server
 			defer p.wg.Done()
 			buf := make([]byte, 64<<10)
+			budgeted := false
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
 					if tr := p.armed.Load(); tr != nil && bytes.Contains(buf[:n], tr.match) && p.armed.CompareAndSwap(tr, nil) {
 						set.Store(tr)
+					}
+					if b := p.budget(buf[:n]); !budgeted && b >= 0 {
+						budgeted = true
+						left <- b // before the message reaches the server, so before its replies
 					}
 					if _, werr := server.Write(buf[:n]); werr != nil {
 						err = werr
@@ -101,8 +140,25 @@ func (p *Proxy) accept() {
 		go func() { // server → client
 			defer p.wg.Done()
 			buf := make([]byte, 64<<10)
+			budget := -1
 			for {
 				n, err := server.Read(buf)
+				if budget < 0 { // taken after the read: the budget was set before the message went out
+					select {
+					case budget = <-left:
+					default:
+					}
+				}
+				if n > 0 && budget >= 0 {
+					if n >= budget {
+						_, _ = client.Write(buf[:budget])
+						p.cuts.Add(1)
+						client.Close()
+						server.Close()
+						return
+					}
+					budget -= n
+				}
 				if tr := set.Load(); n > 0 && tr != nil {
 					p.once.Do(func() { close(p.fired) }) // before the client can see it
 					if tr.stall {
