@@ -310,7 +310,10 @@ func (r *supervisor[T, C]) newConnection() {
 // while Run's goroutine is away waiting, and Run's goroutine, back, waits
 // for a save in progress before it goes on.
 type quietSave[T, C any] struct {
-	mu       sync.Mutex
+	// turn is the lock of the handover (a token, cap 1): a channel, not a
+	// mutex, so that Run's goroutine waiting for a save that waits on the
+	// clock inside a testing/synctest bubble does not stall the bubble.
+	turn     chan struct{}
 	away     bool        // Run's goroutine waits in Recv: the timer may save
 	armed    bool        // the timer is set
 	timer    *time.Timer // made at a Run's first leave; stopped when it ends
@@ -324,7 +327,7 @@ type quietSave[T, C any] struct {
 // since the last save. The caller checked r.interval > 0 and unsaved > 0.
 func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 	q := &r.quiet
-	q.mu.Lock()
+	q.turn <- struct{}{}
 	q.away = true
 	if !q.armed && !r.saveFailed {
 		d := r.interval - time.Since(r.lastSave)
@@ -335,7 +338,7 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 		}
 		q.armed = true
 	}
-	q.mu.Unlock()
+	<-q.turn
 	return true
 }
 
@@ -343,11 +346,11 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 // timer is making, and returns that save's error, or raises its panic.
 func (r *supervisor[T, C]) back() error {
 	q := &r.quiet
-	q.mu.Lock()
+	q.turn <- struct{}{}
 	q.away = false
 	err, panicked, v := q.err, q.panicked, q.panicVal
 	q.err, q.panicked, q.panicVal = nil, false, nil
-	q.mu.Unlock()
+	<-q.turn
 	if panicked {
 		panic(v)
 	}
@@ -359,8 +362,8 @@ func (r *supervisor[T, C]) back() error {
 // last save (a save Run's goroutine made meanwhile sets it again).
 func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 	q := &r.quiet
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q.turn <- struct{}{}
+	defer func() { <-q.turn }()
 	q.armed = false
 	if !q.away || r.unsaved == 0 || r.saveFailed || ctx.Err() != nil {
 		return
@@ -386,11 +389,11 @@ func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 // finishes first.
 func (r *supervisor[T, C]) stopQuiet() {
 	q := &r.quiet
-	q.mu.Lock()
+	q.turn <- struct{}{}
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
 	}
 	q.armed, q.away, q.err, q.panicked, q.panicVal = false, false, nil, false, nil
-	q.mu.Unlock()
+	<-q.turn
 }
