@@ -3,6 +3,7 @@ package childproc
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -51,4 +52,38 @@ func (r *recorder) Fatalf(format string, args ...any) {
 func (r *recorder) end(o Outcome) {
 	r.out = o
 	runtime.Goexit()
+}
+
+// CheckMissing checks the Missing rule on call, which the caller set up to
+// find no binary: a local run skips and a run with CI set fails, both
+// naming hint (the command that provides the binary). With optIn, the
+// name of the variable that opts a package's tests in, those two runs are
+// opted in, and a run not opted in must skip naming optIn=1.
+func CheckMissing(t *testing.T, call func(testing.TB), hint, optIn string) {
+	t.Helper()
+	type rule struct {
+		name, optIn, ci string
+		skip            bool
+		naming          string
+	}
+	tests := []rule{
+		{name: "local run skips", optIn: "1", skip: true, naming: hint},
+		{name: "CI fails", optIn: "1", ci: "true", naming: hint},
+	}
+	if optIn != "" {
+		tests = append(tests, rule{name: "not opted in skips", skip: true, naming: optIn + "=1"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if optIn != "" {
+				t.Setenv(optIn, tt.optIn)
+			}
+			t.Setenv("CI", tt.ci)
+			got := Record(t, call)
+			if got.Skipped != tt.skip || got.Failed == tt.skip || !strings.Contains(got.Msg, tt.naming) {
+				t.Errorf("got skipped=%v failed=%v %q, want skipped=%v failed=%v naming %q",
+					got.Skipped, got.Failed, got.Msg, tt.skip, !tt.skip, tt.naming)
+			}
+		})
+	}
 }

@@ -96,27 +96,8 @@ func TestFind(t *testing.T) {
 // TestRequireWithoutBinary: the test-server rule. A local run skips, CI
 // fails; both name the build command.
 func TestRequireWithoutBinary(t *testing.T) {
-	tests := []struct {
-		name     string
-		ci       string
-		wantSkip bool
-	}{
-		{name: "local run skips", ci: "", wantSkip: true},
-		{name: "CI fails", ci: "true", wantSkip: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(testbin.EnvBin, t.TempDir()) // empty
-			t.Setenv("CI", tt.ci)
-			got := childproc.Record(t, func(tb testing.TB) { testbin.Require(tb, "etcd") })
-			if got.Skipped != tt.wantSkip || got.Failed == tt.wantSkip {
-				t.Fatalf("Require(): %+v; want skipped: %v", got, tt.wantSkip)
-			}
-			if !strings.Contains(got.Msg, testbin.BuildCommand) {
-				t.Errorf("Require() message %q does not name %q", got.Msg, testbin.BuildCommand)
-			}
-		})
-	}
+	t.Setenv(testbin.EnvBin, t.TempDir()) // empty
+	childproc.CheckMissing(t, func(tb testing.TB) { testbin.Require(tb, "etcd") }, testbin.BuildCommand, "")
 }
 
 // TestRequireFinds returns the directory when the binaries are there.
