@@ -80,7 +80,8 @@ var (
 // scriptRuns returns how many times the Source's script ran, and the
 // calls of XINFO STREAM (the script's included).
 func scriptRuns(t *testing.T, admin *goredis.Client) (ran, xinfo int) {
-	sha, eval, x := commandStat(t, admin, "evalsha"), commandStat(t, admin, "eval"), commandStat(t, admin, "xinfo|stream")
+	stats := commandStats(t, admin)
+	sha, eval, x := stats["evalsha"], stats["eval"], stats["xinfo|stream"]
 	return sha.calls - sha.failed + eval.calls - eval.failed, x.calls // NOSCRIPT fails before the script runs
 }
 
@@ -125,16 +126,25 @@ type stat struct{ calls, failed, rejected int }
 // "xinfo|stream").
 func commandStat(t *testing.T, rdb *goredis.Client, cmd string) stat {
 	t.Helper()
+	return commandStats(t, rdb)[cmd]
+}
+
+// commandStats returns every command's stat from one INFO commandstats,
+// by name: counts taken together, while a reader may be reading.
+func commandStats(t *testing.T, rdb *goredis.Client) map[string]stat {
+	t.Helper()
 	text, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st stat
+	stats := make(map[string]stat)
 	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
 		if !ok {
 			continue
 		}
+		cmd, rest, _ := strings.Cut(rest, ":")
+		var st stat
 		for _, kv := range strings.Split(rest, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			n, _ := strconv.Atoi(v)
@@ -147,8 +157,9 @@ func commandStat(t *testing.T, rdb *goredis.Client, cmd string) stat {
 				st.rejected = n
 			}
 		}
+		stats[cmd] = st
 	}
-	return st
+	return stats
 }
 
 // TestSourceReplacedUnderBlockedRead: a reader that caught up is blocked
