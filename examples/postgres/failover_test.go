@@ -135,9 +135,7 @@ func TestFailoverFollowsPromotion(t *testing.T) {
 			<-done
 		}
 	}()
-	until(t, "slot fo", func() bool {
-		return scalar[int64](t, pr.primary.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'fo'") == 1
-	})
+	until(t, "slot fo", func() bool { return slotReady(t, pr.primary.DSN(), "fo") })
 	id := 0
 	until(t, "slot fo synced on the standby", func() bool {
 		id++
@@ -213,9 +211,7 @@ func TestFailoverSlotNotSynced(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	out := &output{}
 	done := start(t.Context(), out, "-dsn", pr.dsn, "-slot", "plain", "-publication", "pub", "-state", state)
-	until(t, "slot plain", func() bool {
-		return scalar[int64](t, pr.primary.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'plain'") == 1
-	})
+	until(t, "slot plain", func() bool { return slotReady(t, pr.primary.DSN(), "plain") })
 	if err := pr.insert(t.Context(), 1, 2, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +234,15 @@ func TestFailoverSlotNotSynced(t *testing.T) {
 	if n := scalar[int64](t, pr.standby.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'plain'"); n != 0 {
 		t.Fatalf("slot plain on the promoted standby: %d, want none", n)
 	}
+}
+
+// slotReady reports whether the server at dsn holds the logical slot name
+// and its creation found the consistent point (confirmed_flush_lsn set):
+// the slot is listed from the start of its creation, and a row committed
+// before that point is never decoded.
+func slotReady(t *testing.T, dsn, name string) bool {
+	t.Helper()
+	return scalar[int64](t, dsn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL", name) == 1
 }
 
 // awaitSynced waits until the standby holds a persistent synced copy of
@@ -267,9 +272,7 @@ func TestFailoverStandbyBehind(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	out := &output{}
 	done := start(t.Context(), out, "-dsn", pr.dsn, "-slot", "behind", "-publication", "pub", "-state", state, "-failover")
-	until(t, "slot behind", func() bool {
-		return scalar[int64](t, pr.primary.DSN(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'behind'") == 1
-	})
+	until(t, "slot behind", func() bool { return slotReady(t, pr.primary.DSN(), "behind") })
 	next := pr.awaitSynced(t, "behind", 1)
 	if err := pr.standby.Stop(); err != nil {
 		t.Fatal(err)
