@@ -306,39 +306,51 @@ func (r *supervisor[T, C]) newConnection() {
 // RunBatch: Run's goroutine commits) that waits for events (in Recv, or
 // for RunBatch's read-ahead ring) with commits the Store does not hold
 // yet: a timer saves them once the interval has passed. Run's goroutine
-// and the timer hand the committer over under mu: the timer commits only
+// and the timer hand the committer over through st: the timer commits only
 // while Run's goroutine is away waiting, and Run's goroutine, back, waits
-// for a save in progress before it goes on.
+// for a save in progress before it goes on. Leaving and coming back are
+// one atomic store and one compare-and-swap: they come with every event
+// while the Store lags behind (a token channel's four operations cost 63
+// ns an event more, BenchmarkRunFileStore/interval=1s).
 type quietSave[T, C any] struct {
-	// turn is the lock of the handover (a token, cap 1): a channel, not a
-	// mutex, so that Run's goroutine waiting for a save that waits on the
-	// clock inside a testing/synctest bubble does not stall the bubble.
-	turn     chan struct{}
-	away     bool        // Run's goroutine waits in Recv: the timer may save
-	armed    bool        // the timer is set
+	st    atomic.Int32 // home, away or saving
+	armed atomic.Bool  // the timer is set
+	// saved has a token after each save the timer made: Run's goroutine
+	// that found one in progress waits on it, a channel so that a wait
+	// for a save that waits on the clock inside a testing/synctest bubble
+	// does not stall the bubble.
+	saved    chan struct{}
 	timer    *time.Timer // made at a Run's first leave; stopped when it ends
 	err      error       // the timer's save failed: the connection ends once Run's goroutine is back
 	panicked bool        // the timer's save panicked with panicVal: raised once Run's goroutine is back
 	panicVal any
 }
 
+// The states of a quietSave: Run's goroutine holds the committer (home),
+// waits and lets the timer take it (away), or the timer saves (saving).
+// Only Run's goroutine moves home to away and away to home; only the timer
+// moves away to saving and saving to away.
+const (
+	home int32 = iota
+	away
+	saving
+)
+
 // leave hands the committer to the interval timer while Run's goroutine
 // waits in Recv, setting the timer for when the interval will have passed
 // since the last save. The caller checked r.interval > 0 and unsaved > 0.
 func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 	q := &r.quiet
-	q.turn <- struct{}{}
-	q.away = true
-	if !q.armed && !r.saveFailed {
+	if !q.armed.Load() && !r.saveFailed {
+		q.armed.Store(true)
 		d := r.interval - time.Since(r.lastSave)
 		if q.timer == nil {
 			q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
 		} else {
 			q.timer.Reset(d)
 		}
-		q.armed = true
 	}
-	<-q.turn
+	q.st.Store(away) // the timer may take the committer from here on
 	return true
 }
 
@@ -346,15 +358,31 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 // timer is making, and returns that save's error, or raises its panic.
 func (r *supervisor[T, C]) back() error {
 	q := &r.quiet
-	q.turn <- struct{}{}
-	q.away = false
+	r.comeHome()
 	err, panicked, v := q.err, q.panicked, q.panicVal
 	q.err, q.panicked, q.panicVal = nil, false, nil
-	<-q.turn
 	if panicked {
 		panic(v)
 	}
 	return err
+}
+
+// comeHome takes the committer back from the timer, waiting for a save it
+// is making.
+func (r *supervisor[T, C]) comeHome() {
+	q := &r.quiet
+	for {
+		switch q.st.Load() {
+		case home:
+			return
+		case away:
+			if q.st.CompareAndSwap(away, home) {
+				return
+			}
+		default: // saving: its end sends a token (an older one only loops)
+			<-q.saved
+		}
+	}
 }
 
 // saveQuiet is the timer: while Run's goroutine is away, it saves the
@@ -362,15 +390,23 @@ func (r *supervisor[T, C]) back() error {
 // last save (a save Run's goroutine made meanwhile sets it again).
 func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 	q := &r.quiet
-	q.turn <- struct{}{}
-	defer func() { <-q.turn }()
-	q.armed = false
-	if !q.away || r.unsaved == 0 || r.saveFailed || ctx.Err() != nil {
+	q.armed.Store(false)
+	if !q.st.CompareAndSwap(away, saving) {
+		return // Run's goroutine is home: it sets the timer at its next leave
+	}
+	defer func() {
+		q.st.Store(away)
+		select {
+		case q.saved <- struct{}{}:
+		default:
+		}
+	}()
+	if r.unsaved == 0 || r.saveFailed || ctx.Err() != nil {
 		return
 	}
 	if d := r.interval - time.Since(r.lastSave); d > 0 {
+		q.armed.Store(true)
 		q.timer.Reset(d)
-		q.armed = true
 		return
 	}
 	defer func() {
@@ -389,11 +425,15 @@ func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 // finishes first.
 func (r *supervisor[T, C]) stopQuiet() {
 	q := &r.quiet
-	q.turn <- struct{}{}
+	r.comeHome()
 	if q.timer != nil {
 		q.timer.Stop()
 		q.timer = nil
 	}
-	q.armed, q.away, q.err, q.panicked, q.panicVal = false, false, nil, false, nil
-	<-q.turn
+	q.armed.Store(false)
+	q.err, q.panicked, q.panicVal = nil, false, nil
+	select {
+	case <-q.saved:
+	default:
+	}
 }

@@ -187,7 +187,7 @@ func New[T, C any](src Source[T, C], extract cursor.Extractor[T, C], start curso
 		batch:       cfg.batch,
 		linger:      cfg.linger,
 		equal:       equalFunc[C](),
-		quiet:       quietSave[T, C]{turn: make(chan struct{}, 1)},
+		quiet:       quietSave[T, C]{saved: make(chan struct{}, 1)},
 	}}
 	if cr, ok := src.(ContextRespecter); ok && cr.RecvRespectsContext() {
 		r.s.noWatch = true
