@@ -382,7 +382,9 @@ func (r *supervisor[T, C]) published() uint64 {
 //
 // Before returning, Run saves the committed cursor to the Store if it is not
 // saved yet; a failure of that save is joined to the returned error and kept
-// in [Stats].FinalSaveError. Run may be called again after it returned: it
+// in [Stats].FinalSaveError. A Run that returns because saving failed (the
+// Store's error, classified as final) makes no such save: its error says
+// the Store lags. Run may be called again after it returned: it
 // continues after the committed cursor without loading the Store again.
 func (r *Resumer[T, C]) Run(ctx context.Context, handle func(ctx context.Context, event T) error) error {
 	return r.s.runEach(ctx, handle)
