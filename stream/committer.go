@@ -339,19 +339,33 @@ const (
 // leave hands the committer to the interval timer while Run's goroutine
 // waits in Recv, setting the timer for when the interval will have passed
 // since the last save. The caller checked r.interval > 0 and unsaved > 0.
+//
+// A timer that fires while Run's goroutine is home disarms and leaves; one
+// that fires between the look at armed and the store of away would leave
+// nobody to save: so armed is looked at again once away, and when the
+// timer disarmed meanwhile, Run's goroutine takes the committer back (unless
+// the timer is saving) and sets it again.
 func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 	q := &r.quiet
-	if !q.armed.Load() && !r.saveFailed {
-		q.armed.Store(true)
-		d := r.interval - time.Since(r.lastSave)
-		if q.timer == nil {
-			q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
-		} else {
-			q.timer.Reset(d)
+	if r.saveFailed { // no save is due on this connection: nothing to set
+		q.st.Store(away)
+		return true
+	}
+	for {
+		if !q.armed.Load() {
+			q.armed.Store(true)
+			d := r.interval - time.Since(r.lastSave)
+			if q.timer == nil {
+				q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
+			} else {
+				q.timer.Reset(d)
+			}
+		}
+		q.st.Store(away) // the timer may take the committer from here on
+		if q.armed.Load() || !q.st.CompareAndSwap(away, home) {
+			return true // a timer is set, or it is saving now
 		}
 	}
-	q.st.Store(away) // the timer may take the committer from here on
-	return true
 }
 
 // back takes the committer back when Recv returned: it waits for a save the
