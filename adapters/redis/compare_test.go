@@ -8,13 +8,16 @@ import (
 	"github.com/resumable-go/resumable/adapters/redis"
 )
 
-// TestCompareAgreesWithParsing: Compare's fast path for IDs as Redis
-// writes them orders every pair as parsing both IDs does, and so does any
-// text (IDs with leading zeros, 20 digits, a bare number, not an ID).
+// TestCompareAgreesWithParsing: Compare's fast paths for IDs as Redis
+// writes them (of one shape, and of any) order every pair as parsing both
+// IDs does, and so does any text (IDs with leading zeros, 20 digits, a
+// bare number, not an ID, a byte beside the digits).
 func TestCompareAgreesWithParsing(t *testing.T) {
 	edge := []string{"", "0", "0-0", "0-1", "1-0", "1", "5", "5-0", "05-1", "5-01", "-", "-1", "1-", "x-1", "1-x", "1-2-3",
 		"9-9", "10-0", "99-99", "100-1", "18446744073709551615-0", "18446744073709551616-0", "9999999999999999999-1",
-		"10000000000000000000-0", "1764650000123-17", "1764650000123-18", "1764650000124-0", " 1-1", "1-1 "}
+		"10000000000000000000-0", "1764650000123-17", "1764650000123-18", "1764650000124-0", " 1-1", "1-1 ",
+		"12-34", "1a-34", "12-3b", "21-34", "12-43", "01-34", "12-04", "00-00", "0-00", "00-0", "1/-34", "12-/4", "12-:4", "1:-34",
+		"9999999999999999999-9999999999999999999", "9999999999999999999-9999999999999999998", "1000000000000000000-1000000000000000000"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := append([]string(nil), edge...)
 	for range 300 {

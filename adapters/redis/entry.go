@@ -2,8 +2,12 @@ package redis
 
 import (
 	"errors"
+	"hash/maphash"
+	"math"
 	"strconv"
 	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Entry is one entry of a Redis stream, as a [Source] or a [Group]
@@ -47,6 +51,9 @@ func Compare(a, b string) int {
 	// IDs as Redis writes them compare without parsing: by length, then
 	// digit by digit. It is the cursor order: the stream runs it on every
 	// entry.
+	if c, ok := compareShaped(a, b); ok {
+		return c
+	}
 	if am, as, ok := canonical(a); ok {
 		if bm, bs, ok := canonical(b); ok {
 			if c := compareDigits(am, bm); c != 0 {
@@ -56,6 +63,40 @@ func Compare(a, b string) int {
 		}
 	}
 	return compareParsed(a, b)
+}
+
+// compareShaped compares two IDs as Redis writes them that have the same
+// shape (length, and the place of the "-"), as a stream's consecutive IDs
+// mostly do: their bytes in order, checked in the same pass. ok is false
+// for IDs of other shapes, and for what is not an ID as Redis writes it.
+func compareShaped(a, b string) (c int, ok bool) {
+	n := len(a)
+	if n != len(b) || n < 3 || n > 39 {
+		return 0, false
+	}
+	i := strings.IndexByte(a, '-')
+	if i < 1 || i > 19 || n-i-1 > 19 || b[i] != '-' {
+		return 0, false
+	}
+	if i > 1 && (a[0] == '0' || b[0] == '0') || n-i-1 > 1 && (a[i+1] == '0' || b[i+1] == '0') {
+		return 0, false // leading zeros
+	}
+	for j := 0; j < n; j++ {
+		x, y := a[j], b[j]
+		if j == i {
+			continue
+		}
+		if x-'0' > 9 || y-'0' > 9 { // not a digit (below '0' wraps around)
+			return 0, false
+		}
+		if c == 0 && x != y {
+			c = 1
+			if x < y {
+				c = -1
+			}
+		}
+	}
+	return c, true
 }
 
 // compareParsed is Compare for any text.
@@ -110,6 +151,46 @@ func compareDigits(a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
+}
+
+// before returns the ID just before id, an ID as Redis writes it (1-0 is
+// after 0-18446744073709551615); false for 0-0 and for anything else.
+func before(id string) (string, bool) {
+	m, q, ok := canonical(id)
+	if !ok {
+		return "", false
+	}
+	ms, err1 := strconv.ParseUint(m, 10, 64)
+	seq, err2 := strconv.ParseUint(q, 10, 64)
+	switch {
+	case err1 != nil || err2 != nil:
+		return "", false
+	case seq > 0:
+		return m + "-" + strconv.FormatUint(seq-1, 10), true
+	case ms > 0:
+		return strconv.FormatUint(ms-1, 10) + "-" + strconv.FormatUint(math.MaxUint64, 10), true
+	}
+	return "", false
+}
+
+// fingerprint hashes m's fields and values, whatever their order; false
+// when a value is not a string (go-redis reads every one as a string).
+func fingerprint(seed maphash.Seed, m goredis.XMessage) (uint64, bool) {
+	sum := uint64(len(m.Values))
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for k, v := range m.Values {
+		s, ok := v.(string)
+		if !ok {
+			return 0, false
+		}
+		h.Reset()
+		h.WriteString(k)
+		_ = h.WriteByte(0)
+		h.WriteString(s)
+		sum += h.Sum64()
+	}
+	return sum, true
 }
 
 // CompareIDs is [Compare].

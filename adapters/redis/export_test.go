@@ -14,6 +14,10 @@ var Classify = classify
 // where scripts are refused.
 func UseXInfo(s *Source) { s.via.Store(int32(viaXInfo)) }
 
+// NoAnchor makes every read of s come with the full look at the stream's
+// identity, as a read without an anchor does.
+func NoAnchor(s *Source) { s.noAnchor = true }
+
 // UseScript makes s read the stream's identity with its script, whatever
 // the size of the stream's first and last entries.
 func UseScript(s *Source) { s.edgeLimit = -1 }

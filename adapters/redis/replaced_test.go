@@ -283,6 +283,7 @@ func TestSourceIdentityByEntrySize(t *testing.T) {
 	}
 	ids := append([]string{large}, add(t, rdb, "s", 0, 4)...)
 	src, _ := redis.NewSource(rdb, "s", redis.WithCount(1))
+	redis.NoAnchor(src) // every read with the full look, whose way is tested
 	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -24,11 +26,15 @@ var errClosed = errors.New("redis: connection closed")
 // any cursor.Store. Make one with [NewSource]; it serves one Resumer at a
 // time and starts no goroutine.
 //
-// Every read is pipelined with a look at the stream's identity (XINFO
-// STREAM while the stream's first and last entries are small, 4 KiB
-// together; otherwise a Lua script that calls it and returns only the
-// fields the check needs, unless scripts are refused); a blocking read
-// that returned entries is followed by one, before they are handed over.
+// A read after an entry the Source read asks for that entry too (the
+// anchor: XREAD from the ID just before it, one command); found with the
+// fields and values it had, it shows that the stream is the one read so
+// far. Otherwise, at least once a block time, and for a blocking read
+// that returned entries (after it, before they are handed over), the
+// read comes with the full look at the stream's identity (XINFO STREAM
+// while the stream's first and last entries are small, 4 KiB together;
+// otherwise a Lua script that calls it and returns only the fields the
+// check needs, unless scripts are refused).
 // A read fails with an error matching stream.ErrSourceChanged when the
 // stream, seen before or named by a cursor, is missing or went back
 // (deleted and added to again), and with an errclass.Expired error when
@@ -49,6 +55,18 @@ type Source struct {
 	hist history
 	pos  string // the last entry read
 	ord  int64  // entries added up to and including pos; 0: unknown
+	// ordAt is the position at which ord was last known exact: counting
+	// the entries read from there is exact while no entry after it was
+	// deleted (max-deleted-entry-id).
+	ordAt string
+	// anchor is pos's entry as the Source read it: the next read asks for
+	// it again and finds it unchanged (anchored). Zero when pos is no
+	// entry this Source read.
+	anchor anchor
+	seed   maphash.Seed // of the anchors' fingerprints
+	// noAnchor makes every read come with the full check (the tests of
+	// the check's ways).
+	noAnchor bool
 	// resynced is the cursor the last resync returned: it covers what lay
 	// before it, so Open does not look for a gap behind it.
 	resynced string
@@ -80,7 +98,7 @@ func NewSource(rdb goredis.UniversalClient, key string, opts ...Option) (*Source
 	if errs = append(errs, cfg.errs...); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}, edgeLimit: edgeLimit}, nil
+	return &Source{rdb: rdb, key: key, cfg: cfg, hist: history{key: key}, edgeLimit: edgeLimit, seed: maphash.MakeSeed()}, nil
 }
 
 // NewResumer returns a [stream.Resumer] over src with its cursor in store
@@ -176,11 +194,9 @@ func (s *Source) Open(ctx context.Context, after string) (stream.Conn[Entry], er
 		return nil, err
 	}
 	if after != s.pos {
-		s.pos, s.ord = after, 0
+		s.pos, s.ord, s.anchor = after, 0, anchor{}
 	}
-	if in.exists && after != "" && after == in.last {
-		s.ord = in.added
-	}
+	s.exact(in, s.pos)
 	if after != s.resynced && gap(in, s.pos, s.ord) {
 		return nil, trimmed(s.key, "the cursor", after, in)
 	}
@@ -206,13 +222,19 @@ type sourceConn struct {
 	next   int
 	count  int64 // the next read's COUNT
 	block  *blocker
+	probed time.Time // the last full check of the stream
 	mu     sync.Mutex
 	closed bool
 }
 
-// Recv returns the next entry, reading a batch when none is left: a
-// pipeline of the identity check and a non-blocking XREAD, then, when
-// that found nothing, a blocking XREAD of at most the block time.
+// anchor is an entry a Source read: its ID, and the fingerprint of its
+// fields and values.
+type anchor struct {
+	id  string
+	sum uint64
+}
+
+// Recv returns the next entry, reading a batch when none is left (fill).
 func (c *sourceConn) Recv(ctx context.Context) (Entry, error) {
 	for {
 		if c.next < len(c.buf) {
@@ -251,36 +273,54 @@ func (c *sourceConn) isClosed() bool {
 	return c.closed
 }
 
-// fill reads the next batch into buf.
+// fill reads the next batch into buf: anchored when it can, otherwise (and
+// once a block time) with the full check in the same round trip; when
+// that finds nothing, a blocking read, checked again before what it
+// returned is handed over.
 func (c *sourceConn) fill(ctx context.Context) error {
 	s := c.src
 	s.mu.Lock()
-	pos := s.pos
+	pos, at, ord := s.pos, s.anchor, s.ord
 	s.mu.Unlock()
 	from := pos
 	if from == "" {
 		from = "0-0"
 	}
-	var readCmd *goredis.XStreamSliceCmd
 	rd := c.block.via()
-	in, err := s.withInfo(ctx, rd, func(p goredis.Pipeliner) {
-		readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: -1})
-	})
-	if err != nil {
-		return err
+	var msgs []goredis.XMessage
+	var in info // the full check's, when the read made one
+	ok := false
+	if !s.noAnchor && time.Since(c.probed) < s.cfg.block {
+		var err error
+		if msgs, ok, err = c.anchored(ctx, rd, pos, at); err != nil {
+			return err
+		}
 	}
-	if err := c.check(in, pos); err != nil {
-		return err
-	}
-	msgs, err := messages(readCmd)
-	if err != nil {
-		return classify("XREAD "+s.key, err)
+	// Caught up, the reader learns its place before it blocks (the full
+	// check: entries-added, pos being the last entry), unless it knows it.
+	if !ok || len(msgs) == 0 && ord == 0 {
+		var readCmd *goredis.XStreamSliceCmd
+		var err error
+		in, err = s.withInfo(ctx, rd, func(p goredis.Pipeliner) {
+			readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: -1})
+		})
+		if err != nil {
+			return err
+		}
+		if err := c.check(in, pos); err != nil {
+			return err
+		}
+		c.probed = time.Now()
+		if msgs, err = messages(readCmd); err != nil {
+			return classify("XREAD "+s.key, err)
+		}
 	}
 	if len(msgs) == 0 {
 		p := rd.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
 		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: s.cfg.block})
 		p.Discard()
 		c.block.read(ctx, cmd)
+		var err error
 		msgs, err = messages(cmd)
 		if err != nil {
 			return classify("XREAD "+s.key, err)
@@ -288,26 +328,70 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		if len(msgs) > 0 {
 			// The stream may have been replaced while the read blocked:
 			// check it again before handing over what it returned.
-			in, err := s.withInfo(ctx, rd, nil)
-			if err != nil {
+			if in, err = s.withInfo(ctx, rd, nil); err != nil {
 				return err
 			}
 			if err := c.check(in, pos); err != nil {
 				return err
 			}
+			c.probed = time.Now()
 		}
 	}
 	c.buf, c.next = msgs, 0
 	c.count = s.nextRead(c.count, msgs)
 	if len(msgs) > 0 {
+		last := msgs[len(msgs)-1]
+		var sum uint64
+		ok := size(last) <= anchorLimit
+		if ok {
+			sum, ok = fingerprint(s.seed, last)
+		}
 		s.mu.Lock()
-		if s.ord > 0 {
+		switch {
+		case last.ID == in.last: // the stream's last entry: its place is entries-added
+			s.ord, s.ordAt = in.added, last.ID
+		case s.ord > 0:
 			s.ord += int64(len(msgs))
 		}
-		s.pos = msgs[len(msgs)-1].ID
+		s.pos = last.ID
+		s.anchor = anchor{}
+		if ok {
+			s.anchor = anchor{id: last.ID, sum: sum}
+		}
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// anchored reads the entries after pos with pos's own entry first (XREAD
+// from the ID just before it), in one command, when the Source read that
+// entry (a is its anchor): found with the fields and values it had, it
+// shows that the stream is the one read so far. ok is false when there is
+// no anchor, or it is gone (trimmed, deleted, the stream replaced): the
+// read is then made again with the full check. The anchor's ID with other
+// fields and values is a replaced stream (entries never change in place).
+func (c *sourceConn) anchored(ctx context.Context, rd goredis.Cmdable, pos string, a anchor) (msgs []goredis.XMessage, ok bool, err error) {
+	s := c.src
+	if pos == "" || a.id != pos {
+		return nil, false, nil
+	}
+	from, ok := before(pos)
+	if !ok {
+		return nil, false, nil
+	}
+	msgs, err = messages(rd.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count + 1, Block: -1}))
+	switch {
+	case err != nil:
+		return nil, false, classify("XREAD "+s.key, err)
+	case len(msgs) == 0 || msgs[0].ID != pos:
+		return nil, false, nil
+	}
+	if sum, ok := fingerprint(s.seed, msgs[0]); !ok || sum != a.sum {
+		return nil, false, fmt.Errorf("redis: stream %q: the entry %s, read before, is there with other fields and values (deleted and added to again): %w",
+			s.key, pos, stream.ErrSourceChanged)
+	}
+	msgs[0] = goredis.XMessage{}
+	return msgs[1:], true, nil
 }
 
 // doubt makes the next connections start with reads of one entry, after
@@ -339,6 +423,11 @@ func (s *Source) nextRead(count int64, msgs []goredis.XMessage) int64 {
 	}
 	return nextCount(count, msgs)
 }
+
+// anchorLimit is the size of an entry (ID, fields and values) up to which
+// a Source anchors its next read on it: each anchored read carries the
+// entry again. After a larger one the read comes with the full check.
+const anchorLimit = 4 << 10
 
 // edgeLimit is the size of a stream's first and last entries together up
 // to which a Source reads the stream's info with XINFO STREAM rather than
@@ -405,16 +494,27 @@ func (c *sourceConn) check(in info, pos string) error {
 	if err := s.hist.check(in); err != nil {
 		return err
 	}
+	s.exact(in, pos)
 	if pos != s.resynced && gap(in, pos, s.ord) {
 		return trimmed(s.key, "the reader's position", pos, in)
 	}
+	return nil
+}
+
+// exact keeps ord, pos's place among the entries ever added, exact by
+// what the stream's info in says: it learns it when pos is the last entry,
+// and forgets it when an entry after ordAt was deleted (entries counted
+// as read no longer give it); otherwise ord is exact up to pos. s.mu is
+// held.
+func (s *Source) exact(in info, pos string) {
 	switch {
 	case in.exists && pos != "" && pos == in.last:
-		s.ord = in.added
-	case Compare(in.maxDeleted, pos) > 0:
-		s.ord = 0 // entries after pos were deleted: counting them is wrong
+		s.ord, s.ordAt = in.added, pos
+	case s.ord > 0 && Compare(in.maxDeleted, s.ordAt) > 0:
+		s.ord = 0
+	case s.ord > 0:
+		s.ordAt = pos
 	}
-	return nil
 }
 
 // messages returns the entries of a one-stream XREAD or XREADGROUP reply;
