@@ -43,28 +43,32 @@ type pipeline[T, C any] struct {
 	handlers     sync.WaitGroup
 	done         chan struct{} // closed when the committer returned
 
-	mu           sync.Mutex
-	slots        []slot[T, C]
-	keys         keyTable[T] // nil: any events may overlap
-	head, tail   uint64
-	fresh        []int32 // ready slots as read, oldest first: a ring of freshN from freshAt
-	freshAt      int
-	freshN       int
-	ready        []int32 // a min-heap, by seq, of the slots whose key was freed later
-	running      int     // taken by a handler, not finished
-	idle         int     // handlers waiting on wake
-	waking       bool    // a wake is on its way to an idle handler
-	stopAt       uint64  // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
-	err          error   // the failure that ends Run
-	panicked     bool
-	panicVal     any
-	saveAt       uint64         // save once head+1 reaches it (a connection's end); 0: none
-	saveErr      error          // a save that failed since the supervisor last looked
-	readWaits    bool           // the reader sleeps on room
-	settleWaits  bool           // the supervisor sleeps on settled
-	closed       bool           // stopping is closed
-	roomLeft     bool           // the reader's: its last add left a free slot (only adds fill the ring)
-	committing   bool           // the committer commits, parks or saves
+	mu          sync.Mutex
+	slots       []slot[T, C]
+	keys        keyTable[T] // nil: any events may overlap
+	head, tail  uint64
+	fresh       []int32 // ready slots as read, oldest first: a ring of freshN from freshAt
+	freshAt     int
+	freshN      int
+	ready       []int32 // a min-heap, by seq, of the slots whose key was freed later
+	running     int     // taken by a handler, not finished
+	idle        int     // handlers waiting on wake
+	waking      bool    // a wake is on its way to an idle handler
+	stopAt      uint64  // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
+	err         error   // the failure that ends Run
+	panicked    bool
+	panicVal    any
+	saveAt      uint64 // save once head+1 reaches it (a connection's end); 0: none
+	saveErr     error  // a save that failed since the supervisor last looked
+	readWaits   bool   // the reader sleeps on room
+	settleWaits bool   // the supervisor sleeps on settled
+	closed      bool   // stopping is closed
+	roomLeft    bool   // the reader's: its last add left a free slot (only adds fill the ring)
+	committing  bool   // the committer commits, parks or saves
+	// recording is set while the committer holds events it took off the
+	// ring and has not recorded yet: the committed cursor lags the last
+	// event read.
+	recording    bool
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused
@@ -459,11 +463,8 @@ func (p *pipeline[T, C]) commitOnce(ctx context.Context, r *supervisor[T, C]) (m
 			// unless this was stop's last commit: then nothing will wake it.
 			more = !p.handlersDone.Load()
 			p.mu.Lock()
-			if !p.panicked {
-				p.panicked, p.panicVal = true, v
-			}
-			p.halt(nil)
-			p.committing = false
+			p.notePanic(v)
+			p.committing, p.recording = false, false
 			p.wakeSettled()
 			p.mu.Unlock()
 		}
@@ -502,12 +503,39 @@ func (p *pipeline[T, C]) call(f func() error) error {
 	p.mu.Lock()
 	p.call1 = func() {
 		err := errCommitterPanicked
-		defer func() { done <- err }()
+		defer func() {
+			if err == errCommitterPanicked {
+				// f panicked: record it before the supervisor learns of it,
+				// so that its settle, which may find the pipeline settled
+				// before commitOnce's recover runs, raises it; then let the
+				// panic go on to that recover.
+				v := recover()
+				if v == nil { // runtime.Goexit, not a panic
+					done <- err
+					return
+				}
+				p.mu.Lock()
+				p.notePanic(v)
+				p.mu.Unlock()
+				done <- err
+				panic(v)
+			}
+			done <- err
+		}()
 		err = f()
 	}
 	p.mu.Unlock()
 	wake(p.kick)
 	return <-done
+}
+
+// notePanic records v, a panic of the committer, unless one was recorded
+// first, and halts the pipeline. p.mu is held.
+func (p *pipeline[T, C]) notePanic(v any) {
+	if !p.panicked {
+		p.panicked, p.panicVal = true, v
+	}
+	p.halt(nil)
 }
 
 // advance commits the done slots at the head of the ring, in order, up to
@@ -539,6 +567,7 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *supervisor[T, C]) {
 				spent = s
 			}
 		}
+		p.recording = len(p.recs) > 0
 		connEnd := p.saveAt != 0 && p.head+1 >= p.saveAt
 		if connEnd {
 			p.saveAt = 0
@@ -549,10 +578,14 @@ func (p *pipeline[T, C]) advance(ctx context.Context, r *supervisor[T, C]) {
 		}
 		p.mu.Unlock()
 
-		if err := r.commitRun(ctx, p.recs, connEnd); err != nil {
-			p.mu.Lock()
+		err := r.commitRun(ctx, p.recs, connEnd)
+		p.mu.Lock()
+		p.recording = false
+		if err != nil {
 			p.saveErr = err
-			p.mu.Unlock()
+		}
+		p.mu.Unlock()
+		if err != nil {
 			r.guard.drop() // the connection ends; the supervisor classifies the failure
 		} else if r.interval > 0 && r.unsaved > 0 && !r.saveFailed {
 			p.wakeAfter(r.interval - time.Since(r.lastSave)) // a stream gone quiet is saved all the same
@@ -683,7 +716,7 @@ func (p *pipeline[T, C]) inFlight() int {
 func (p *pipeline[T, C]) lastRead() (C, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.empty() && !p.committing {
+	if p.empty() && !p.recording {
 		var zero C
 		return zero, false
 	}

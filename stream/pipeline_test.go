@@ -20,8 +20,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/resumable-go/resumable/backoff"
 	"github.com/resumable-go/resumable/cursor"
+	"github.com/resumable-go/resumable/errclass"
 	"github.com/resumable-go/resumable/stream"
 )
 
@@ -537,5 +540,59 @@ func TestBatchEndNeedsRunBatch(t *testing.T) {
 	}
 	if yields != 1 {
 		t.Errorf("All yielded %d times, want once", yields)
+	}
+}
+
+// TestPipelineReopensAtCommittedCursor: under WithConcurrency, a Run whose
+// first Open failed opens again at once (no backoff) after the Store's
+// cursor, never after the zero cursor. The next Open once raced with the
+// committer finishing the supervisor's save: while it ran, the pipeline
+// said the committed cursor lagged the last event read, and the last
+// event read of a Run that read none is the zero cursor (found by
+// TestCombinations: "Open after 0 while the committed cursor is 3").
+func TestPipelineReopensAtCommittedCursor(t *testing.T) {
+	for i := range 300 {
+		var opens []int64
+		src := stream.SourceFunc[ev, int64](func(_ context.Context, after int64) (stream.Conn[ev], error) {
+			opens = append(opens, after)
+			if len(opens) == 1 {
+				return nil, errors.New("injected: connection refused")
+			}
+			return nil, stream.ErrEndOfStream
+		})
+		r, err := stream.New(src, extract, cursor.NewMemory[int64](5), stream.WithConcurrency(2), stream.WithBackoff(backoff.Constant(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(context.Background(), func(context.Context, ev) error { return nil }); err != nil {
+			t.Fatalf("run %d: Run() = %v", i, err)
+		}
+		if diff := cmp.Diff([]int64{5, 5}, opens); diff != "" {
+			t.Fatalf("run %d: Opens after (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+// TestPipelineResyncCommitPanicReachesRun: under WithConcurrency, a Store
+// whose Save panics as a resync's cursor is committed makes Run panic with
+// the Store's value, each time. The supervisor learned of the panic from
+// its call to the committer before the committer recorded it, and could
+// find the pipeline settled without it: Run returned nil (found by
+// TestCombinations: "Run returned nil, but no Conn reported the end of the
+// stream").
+func TestPipelineResyncCommitPanicReachesRun(t *testing.T) {
+	for i := range 300 {
+		src := stream.SourceFunc[ev, int64](func(context.Context, int64) (stream.Conn[ev], error) {
+			return nil, errclass.CursorExpired(errors.New("injected: cursor gone"))
+		})
+		resync := func(context.Context, error, func(ev) error) (int64, error) { return 10, nil }
+		r, err := stream.New(src, extract, &panickyStore{}, stream.WithConcurrency(2), stream.WithResync(resync))
+		if err != nil {
+			t.Fatal(err)
+		}
+		panicked, err := runBounded(t, context.Background(), r, func(context.Context, ev) error { return nil })
+		if fmt.Sprint(panicked) != "store: boom" {
+			t.Fatalf("run %d: Run panicked with %v and returned %v, want the Store's panic", i, panicked, err)
+		}
 	}
 }
