@@ -43,32 +43,29 @@ type pipeline[T, C any] struct {
 	handlers     sync.WaitGroup
 	done         chan struct{} // closed when the committer returned
 
-	mu          sync.Mutex
-	slots       []slot[T, C]
-	keys        keyTable[T] // nil: any events may overlap
-	head, tail  uint64
-	fresh       []int32 // ready slots as read, oldest first: a ring of freshN from freshAt
-	freshAt     int
-	freshN      int
-	ready       []int32 // a min-heap, by seq, of the slots whose key was freed later
-	running     int     // taken by a handler, not finished
-	idle        int     // handlers waiting on wake
-	waking      bool    // a wake is on its way to an idle handler
-	stopAt      uint64  // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
-	err         error   // the failure that ends Run
-	panicked    bool
-	panicVal    any
-	saveAt      uint64 // save once head+1 reaches it (a connection's end); 0: none
-	saveErr     error  // a save that failed since the supervisor last looked
-	readWaits   bool   // the reader sleeps on room
-	settleWaits bool   // the supervisor sleeps on settled
-	closed      bool   // stopping is closed
-	roomLeft    bool   // the reader's: its last add left a free slot (only adds fill the ring)
-	committing  bool   // the committer commits, parks or saves
-	// recording is set while the committer holds events it took off the
-	// ring and has not recorded yet: the committed cursor lags the last
-	// event read.
-	recording    bool
+	mu           sync.Mutex
+	slots        []slot[T, C]
+	keys         keyTable[T] // nil: any events may overlap
+	head, tail   uint64
+	fresh        []int32 // ready slots as read, oldest first: a ring of freshN from freshAt
+	freshAt      int
+	freshN       int
+	ready        []int32 // a min-heap, by seq, of the slots whose key was freed later
+	running      int     // taken by a handler, not finished
+	idle         int     // handlers waiting on wake
+	waking       bool    // a wake is on its way to an idle handler
+	stopAt       uint64  // an ErrStop event's seq + 1 (0: none): start and commit nothing after it
+	err          error   // the failure that ends Run
+	panicked     bool
+	panicVal     any
+	saveAt       uint64         // save once head+1 reaches it (a connection's end); 0: none
+	saveErr      error          // a save that failed since the supervisor last looked
+	readWaits    bool           // the reader sleeps on room
+	settleWaits  bool           // the supervisor sleeps on settled
+	closed       bool           // stopping is closed
+	roomLeft     bool           // the reader's: its last add left a free slot (only adds fill the ring)
+	committing   bool           // the committer commits, parks or saves
+	recording    bool           // the committer took events off the ring, not recorded yet: the committed cursor lags last
 	replayed     int            // a resync's replayed events finished since its start
 	replayParked int            // of which parked
 	recs         []commitRec[C] // the committer's; reused

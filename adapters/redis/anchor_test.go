@@ -24,19 +24,7 @@ func TestSourceAnchoredReads(t *testing.T) {
 	ids := add(t, rdb, "s", 0, 100)
 	src, _ := redis.NewSource(rdb, "s", redis.WithCount(5), redis.WithBlock(time.Minute)) // the full look's clock does not run out
 	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
-	ctx, cancel := context.WithTimeout(t.Context(), guard)
-	defer cancel()
-	var got []string
-	err := r.Run(ctx, func(_ context.Context, e redis.Entry) error {
-		if got = append(got, e.ID); e.ID == ids[len(ids)-1] {
-			return stream.ErrStop
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Run() = %v", err)
-	}
-	if diff := cmp.Diff(ids, got); diff != "" {
+	if diff := cmp.Diff(ids, runUntil(t, r, ids[len(ids)-1])); diff != "" {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}
 	stats := commandStats(t, rdb)
@@ -96,17 +84,7 @@ func TestSourceLargeEntryNotAnchor(t *testing.T) {
 	}
 	src, _ := redis.NewSource(rdb, "s", redis.WithCount(1), redis.WithBlock(time.Minute))
 	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
-	ctx, cancel := context.WithTimeout(t.Context(), guard)
-	defer cancel()
-	err := r.Run(ctx, func(_ context.Context, e redis.Entry) error {
-		if e.ID == ids[len(ids)-1] {
-			return stream.ErrStop
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("Run() = %v", err)
-	}
+	runUntil(t, r, ids[len(ids)-1])
 	stats := commandStats(t, rdb)
 	if looks, reads := stats["xinfo|stream"].calls, stats["xread"].calls; looks != 5 || reads != 4 {
 		t.Errorf("XINFO STREAM %d times (the script's included), XREAD %d: want a look with each of the 4 reads, and Open's", looks, reads)
