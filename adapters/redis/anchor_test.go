@@ -1,8 +1,11 @@
 package redis_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +20,9 @@ import (
 
 // TestSourceAnchoredReads: through a backlog, a read after an entry the
 // Source read asks for that entry too instead of looking at the stream's
-// identity: 20 reads of 5 entries, and only the first look (Open's) and
-// the first read's (no entry read yet) reach XINFO STREAM.
+// identity: the first read (of one entry), 20 reads of 5 entries, and only
+// the first look (Open's) and the first read's (no entry read yet) reach
+// XINFO STREAM.
 func TestSourceAnchoredReads(t *testing.T) {
 	_, rdb := server(t)
 	ids := add(t, rdb, "s", 0, 100)
@@ -28,8 +32,88 @@ func TestSourceAnchoredReads(t *testing.T) {
 		t.Errorf("handled (-want +got):\n%s", diff)
 	}
 	stats := commandStats(t, rdb)
-	if looks, reads := stats["xinfo|stream"].calls, stats["xread"].calls; looks != 2 || reads != 20 {
-		t.Errorf("XINFO STREAM %d times (the script's included), XREAD %d: want 2 looks (Open, the first read) and 20 reads", looks, reads)
+	if looks, reads := stats["xinfo|stream"].calls, stats["xread"].calls; looks != 2 || reads != 21 {
+		t.Errorf("XINFO STREAM %d times (the script's included), XREAD %d: want 2 looks (Open, the first read) and 21 reads", looks, reads)
+	}
+}
+
+// TestSourceReadsInStrides: a connection's first read hands over one
+// entry, so that each read after it, anchored on the entry before, starts
+// at the entry a plain reader at the same COUNT starts at (1-1, 1-6,
+// 1-11, ...): Redis walks a node of the stream from its first entry to
+// find a read's first, and a plain reader in strides of the node's size
+// never walks.
+func TestSourceReadsInStrides(t *testing.T) {
+	srv, rdb := server(t)
+	var ids []string
+	for i := range 20 {
+		id := fmt.Sprintf("1-%d", i+1)
+		if err := rdb.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", ID: id, Values: []string{"n", "v"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	mon := startMonitor(t, srv.Addr)
+	src, _ := redis.NewSource(rdb, "s", redis.WithCount(5), redis.WithBlock(time.Minute))
+	r, _ := redis.NewResumer(src, cursor.NewMemory(""))
+	if diff := cmp.Diff(ids, runUntil(t, r, ids[len(ids)-1])); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+	// COUNT, then the ID the read starts after.
+	want := []string{"1 0-0", "6 1-0", "6 1-5", "6 1-10", "6 1-15"}
+	if diff := cmp.Diff(want, mon.xreads(t, rdb)); diff != "" {
+		t.Errorf("XREAD COUNT, after (-want +got):\n%s", diff)
+	}
+}
+
+// monitor reads the commands a server runs (MONITOR, on a connection of
+// its own, closed when the test ends).
+type monitor struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+// startMonitor starts a monitor of the server at addr.
+func startMonitor(t *testing.T, addr string) *monitor {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	m := &monitor{conn: conn, rd: bufio.NewReader(conn)}
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := m.rd.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	return m
+}
+
+// xreads runs ECHO with a mark on rdb, and returns the XREADs the server
+// ran before it, each as its COUNT and the ID after which it read.
+func (m *monitor) xreads(t *testing.T, rdb *goredis.Client) []string {
+	t.Helper()
+	const mark = "monitor-mark"
+	if err := rdb.Echo(t.Context(), mark).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		line, err := m.rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		// +1764650000.123456 [0 127.0.0.1:5555] "xread" "count" "6" "streams" "s" "1-0"
+		_, cmd, _ := strings.Cut(strings.TrimSpace(line), "] ")
+		args := strings.Fields(strings.ReplaceAll(cmd, `"`, ""))
+		switch {
+		case len(args) == 2 && args[0] == "echo" && args[1] == mark:
+			return got
+		case len(args) >= 6 && args[0] == "xread" && args[1] == "count":
+			got = append(got, args[2]+" "+args[len(args)-1])
+		}
 	}
 }
 

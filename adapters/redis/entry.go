@@ -67,36 +67,71 @@ func Compare(a, b string) int {
 
 // compareShaped compares two IDs as Redis writes them that have the same
 // shape (length, and the place of the "-"), as a stream's consecutive IDs
-// mostly do: their bytes in order, checked in the same pass. ok is false
-// for IDs of other shapes, and for what is not an ID as Redis writes it.
+// mostly do: their digits checked eight at a time, then their bytes in
+// order. ok is false for IDs of other shapes, and for what is not an ID as
+// Redis writes it.
 func compareShaped(a, b string) (c int, ok bool) {
 	n := len(a)
 	if n != len(b) || n < 3 || n > 39 {
 		return 0, false
 	}
 	i := strings.IndexByte(a, '-')
-	if i < 1 || i > 19 || n-i-1 > 19 || b[i] != '-' {
+	if i < 1 || i > 19 || n-i-1 < 1 || n-i-1 > 19 || b[i] != '-' {
 		return 0, false
 	}
 	if i > 1 && (a[0] == '0' || b[0] == '0') || n-i-1 > 1 && (a[i+1] == '0' || b[i+1] == '0') {
 		return 0, false // leading zeros
 	}
-	for j := 0; j < n; j++ {
-		x, y := a[j], b[j]
-		if j == i {
-			continue
-		}
-		if x-'0' > 9 || y-'0' > 9 { // not a digit (below '0' wraps around)
-			return 0, false
-		}
-		if c == 0 && x != y {
-			c = 1
-			if x < y {
-				c = -1
+	if !digitsBut(a, i) || !digitsBut(b, i) {
+		return 0, false
+	}
+	return strings.Compare(a, b), true
+}
+
+// digitsBut reports whether every byte of s but s[dash] is a decimal
+// digit, eight bytes at a time (len(s) >= 3).
+func digitsBut(s string, dash int) bool {
+	n := len(s)
+	if n < 8 {
+		for j := 0; j < n; j++ {
+			if j != dash && s[j]-'0' > 9 { // below '0' wraps around
+				return false
 			}
 		}
+		return true
 	}
-	return c, true
+	for j := 0; ; j += 8 {
+		if j > n-8 {
+			j = n - 8 // the last eight bytes, overlapping the ones before
+		}
+		if !digits8(load8(s, j), dash-j) {
+			return false
+		}
+		if j == n-8 {
+			return true
+		}
+	}
+}
+
+// digits8 reports whether the eight bytes of v (the first in the low byte)
+// are decimal digits, the one at dash taken as a "-" when 0 <= dash < 8.
+func digits8(v uint64, dash int) bool {
+	const high, zeros = 0xF0F0F0F0F0F0F0F0, 0x3030303030303030
+	if uint(dash) < 8 {
+		v ^= uint64('-'^'0') << (8 * dash) // the "-" becomes a "0", anything else not a digit
+	}
+	// A digit is 0x30-0x39: its high nibble is 3, and so is that of the
+	// digit plus 6 (no byte carries into the next when the first test
+	// holds).
+	return v&high == zeros && (v+0x0606060606060606)&high == zeros
+}
+
+// load8 returns s[j:j+8] as a little-endian number (one load: the
+// compiler combines the bytes).
+func load8(s string, j int) uint64 {
+	s = s[j : j+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // compareParsed is Compare for any text.

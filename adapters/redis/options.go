@@ -61,8 +61,10 @@ func (c *config) fail(where, arg string, value any, why string) {
 // acknowledgements may wait to go out with the next read. Default 100; a
 // [Source] without WithCount then asks for twice as many after each full
 // read, up to 1,000 and under 1 MiB a reply, and for 100 again once a read
-// comes back short. After a failed read, a Group's or a Source's reads ask
-// for one entry, then twice as many after each full read, up to n (or 100).
+// comes back short. A Source's first read after Open asks for one entry
+// (docs/redis.md says why). After a failed read, a Group's or a Source's
+// reads ask for one entry, then twice as many after each full read, up to
+// n (or 100).
 // n < 1 makes the constructor fail.
 func WithCount(n int) Option {
 	return optionFunc(func(c *config) {

@@ -298,11 +298,23 @@ func (c *sourceConn) fill(ctx context.Context) error {
 	}
 	// Caught up, the reader learns its place before it blocks (the full
 	// check: entries-added, pos being the last entry), unless it knows it.
+	count := c.count // of this read
 	if !ok || len(msgs) == 0 && ord == 0 {
+		if c.probed.IsZero() {
+			// A connection's first read hands over one entry, the
+			// anchor of the next: then each read starts where a plain
+			// reader's would, from pos at COUNT count. Redis finds a
+			// read's first entry by walking its node (of 100 entries by
+			// default) from the node's first: read in strides of the
+			// node's size, a plain reader never walks, and a read
+			// anchored on the entry before (the node's last) walks the
+			// whole node: 18% more server time for XREAD COUNT 100.
+			count = 1
+		}
 		var readCmd *goredis.XStreamSliceCmd
 		var err error
 		in, err = s.withInfo(ctx, rd, func(p goredis.Pipeliner) {
-			readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: -1})
+			readCmd = p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: count, Block: -1})
 		})
 		if err != nil {
 			return err
@@ -316,8 +328,9 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		}
 	}
 	if len(msgs) == 0 {
+		count = c.count
 		p := rd.Pipeline() // made, not run: XRead carries the read timeout for BLOCK
-		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: c.count, Block: s.cfg.block})
+		cmd := p.XRead(ctx, &goredis.XReadArgs{Streams: []string{s.key, from}, Count: count, Block: s.cfg.block})
 		p.Discard()
 		c.block.read(ctx, cmd)
 		var err error
@@ -338,7 +351,9 @@ func (c *sourceConn) fill(ctx context.Context) error {
 		}
 	}
 	c.buf, c.next = msgs, 0
-	c.count = s.nextRead(c.count, msgs)
+	if count == c.count {
+		c.count = s.nextRead(c.count, msgs)
+	}
 	if len(msgs) > 0 {
 		last := msgs[len(msgs)-1]
 		var sum uint64

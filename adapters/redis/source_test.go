@@ -367,8 +367,8 @@ func TestSourceReadsGrowThroughBacklog(t *testing.T) {
 		opts  []redis.Option
 		reads int
 	}{
-		{name: "default", reads: 6},
-		{name: "WithCount(100)", opts: []redis.Option{redis.WithCount(100)}, reads: 30},
+		{name: "default", reads: 7}, // 1, 100, 200, 400, 800, 1000, 499
+		{name: "WithCount(100)", opts: []redis.Option{redis.WithCount(100)}, reads: 31},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
