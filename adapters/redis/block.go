@@ -113,13 +113,24 @@ func (b *blocker) via() goredis.UniversalClient {
 // run runs do on the lane with ctx, closing the lane's sockets when ctx
 // ends first: go-redis does not interrupt a command when its context ends,
 // and a server that does not answer would hold it for the read timeout.
+// When ctx ended, run returns once the sockets are closed: a close still
+// under way would cut the socket of a later command (the acknowledgements
+// a Group's Close sends).
 func (b *blocker) run(ctx context.Context, do func(context.Context) error) {
 	if ctx.Done() == nil { // ctx never ends
 		_ = do(ctx)
 		return
 	}
-	stop := context.AfterFunc(ctx, b.cut)
-	defer stop()
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(cut)
+		b.cut()
+	})
+	defer func() {
+		if !stop() {
+			<-cut
+		}
+	}()
 	_ = do(ctx)
 }
 

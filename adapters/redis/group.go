@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -1094,6 +1095,12 @@ func (c *groupConn) Close() error {
 	var err error
 	c.block.run(ctx, func(ctx context.Context) error {
 		err = g.flushOn(ctx, c.rd)
+		// A read that Recv began as the connection closed cuts the lane's
+		// sockets when ctx ends (blocker.run), perhaps under this flush:
+		// go-redis drops the socket that failed, and the next try dials.
+		for try := 0; try < laneSize && errors.Is(err, net.ErrClosed) && ctx.Err() == nil; try++ {
+			err = g.flushOn(ctx, c.rd)
+		}
 		return err
 	})
 	return err
