@@ -81,6 +81,10 @@ func startMonitor(t *testing.T, addr string) *monitor {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	// A server that never echoes the mark fails the test, not hangs it.
+	if err := conn.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	m := &monitor{conn: conn, rd: bufio.NewReader(conn)}
 	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
 		t.Fatal(err)
