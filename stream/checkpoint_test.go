@@ -404,3 +404,45 @@ func (s *panicOnSave) Save(ctx context.Context, c int64) error {
 	}
 	return s.Memory.Save(ctx, c)
 }
+
+// Under WithCheckpointEvery and WithCheckpointInterval together, a save by
+// count moves the interval's start: the quiet save's timer, set before
+// that save, fires early (while a handler runs), and the commit after it
+// is no save by time. The timer's firing only tells a commit to look at
+// the clock again (a commit skips the clock while the timer is set).
+func TestIntervalCountsFromTheLastSaveByCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var saved []int64
+		hooks := stream.Hooks[int64]{OnSave: func(e stream.SaveEvent[int64]) {
+			mu.Lock()
+			saved = append(saved, e.Cursor)
+			mu.Unlock()
+		}}
+		r, err := stream.New(streamtest.NewSource(letters(4)), extract, cursor.Store[int64](cursor.NewMemory[int64](0)),
+			stream.WithCheckpointEvery(2), stream.WithCheckpointInterval(time.Minute), stream.WithHooks(hooks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Commits at 1s, 2s (the second: a save by count), 61s and 62s
+		// (by count). The timer, set at the leave after the first commit,
+		// fires at 60s, while event 3's handler runs: 59s after the save
+		// at 2s.
+		took := map[int64]time.Duration{1: time.Second, 2: time.Second, 3: 59 * time.Second, 4: time.Second}
+		err = r.Run(context.Background(), func(_ context.Context, e ev) error {
+			time.Sleep(took[e.Seq])
+			if e.Seq == 4 {
+				return stream.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]int64{2, 4}, saved); diff != "" {
+			t.Errorf("saved cursors (-want +got):\n%s", diff)
+		}
+	})
+}

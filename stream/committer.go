@@ -53,6 +53,11 @@ type committer[C any] struct {
 	saveFailed  bool        // a save failed on this connection: save no more until it ends
 	lastSave    time.Time   // read only with a checkpoint interval
 	saveFailing atomic.Bool // the last Store.Save failed (read by decide)
+	// armed is set while the quiet save's timer is set for when the
+	// interval will have passed since the last save (quietSave): until it
+	// fires, no save is due by time, and a commit need not read the clock
+	// (half of an interval stream's cost per event).
+	armed atomic.Bool
 
 	mu    sync.Mutex // guards stats; the committer alone writes stats.Cursor
 	stats Stats[C]
@@ -76,7 +81,7 @@ func (r *committer[C]) commit(ctx context.Context, c C, kind eventKind, moved bo
 		r.unsaved++
 	}
 	save := moved && !r.saveFailed &&
-		((r.everyN > 0 && r.unsaved >= r.everyN) || (r.interval > 0 && time.Since(r.lastSave) >= r.interval))
+		((r.everyN > 0 && r.unsaved >= r.everyN) || (r.interval > 0 && !r.armed.Load() && time.Since(r.lastSave) >= r.interval))
 	var err error
 	if save {
 		// A save cut short by ctx's end is neither counted nor hooked: the
@@ -313,8 +318,7 @@ func (r *supervisor[T, C]) newConnection() {
 // while the Store lags behind (a token channel's four operations cost 63
 // ns an event more, BenchmarkRunFileStore/interval=1s).
 type quietSave[T, C any] struct {
-	st    atomic.Int32 // home, away or saving
-	armed atomic.Bool  // the timer is set
+	st atomic.Int32 // home, away or saving (the committer's armed: the timer is set)
 	// saved has a token after each save the timer made: Run's goroutine
 	// that found one in progress waits on it, a channel so that a wait
 	// for a save that waits on the clock inside a testing/synctest bubble
@@ -352,8 +356,8 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 		return true
 	}
 	for {
-		if !q.armed.Load() {
-			q.armed.Store(true)
+		if !r.armed.Load() {
+			r.armed.Store(true)
 			d := r.interval - time.Since(r.lastSave)
 			if q.timer == nil {
 				q.timer = time.AfterFunc(d, func() { r.saveQuiet(ctx) })
@@ -362,7 +366,7 @@ func (r *supervisor[T, C]) leave(ctx context.Context) bool {
 			}
 		}
 		q.st.Store(away) // the timer may take the committer from here on
-		if q.armed.Load() || !q.st.CompareAndSwap(away, home) {
+		if r.armed.Load() || !q.st.CompareAndSwap(away, home) {
 			return true // a timer is set, or it is saving now
 		}
 	}
@@ -404,7 +408,7 @@ func (r *supervisor[T, C]) comeHome() {
 // last save (a save Run's goroutine made meanwhile sets it again).
 func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 	q := &r.quiet
-	q.armed.Store(false)
+	r.armed.Store(false)
 	if !q.st.CompareAndSwap(away, saving) {
 		return // Run's goroutine is home: it sets the timer at its next leave
 	}
@@ -419,7 +423,7 @@ func (r *supervisor[T, C]) saveQuiet(ctx context.Context) {
 		return
 	}
 	if d := r.interval - time.Since(r.lastSave); d > 0 {
-		q.armed.Store(true)
+		r.armed.Store(true)
 		q.timer.Reset(d)
 		return
 	}
@@ -444,7 +448,7 @@ func (r *supervisor[T, C]) stopQuiet() {
 		q.timer.Stop()
 		q.timer = nil
 	}
-	q.armed.Store(false)
+	r.armed.Store(false)
 	q.err, q.panicked, q.panicVal = nil, false, nil
 	select {
 	case <-q.saved:
