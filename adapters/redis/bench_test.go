@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -110,6 +111,16 @@ func sourceSide(b *testing.B, rdb *goredis.Client, key string, n int) func() err
 	return resumerSide(b, rdb, key, n, nil)
 }
 
+// fileSide is sourceSide with its cursor in a cursor.File, as docs/redis.md
+// shows it: NewResumer saves it at most every 100ms.
+func fileSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
+	store, err := cursor.NewFile(filepath.Join(b.TempDir(), "cursor"), "", cursor.String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return storeSide(b, rdb, key, n, store)
+}
+
 // fixedSide is sourceSide with WithCount(-read-count): every read asks for
 // as many entries as the plain loop's.
 func fixedSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error {
@@ -132,7 +143,23 @@ func resumerSide(b *testing.B, rdb *goredis.Client, key string, n int, tune func
 	if tune != nil {
 		tune(src)
 	}
-	r, err := redis.NewResumer(src, cursor.NewMemory(""))
+	return runner(b, src, cursor.NewMemory(""), n)
+}
+
+// storeSide is sourceSide with its cursor in store.
+func storeSide(b *testing.B, rdb *goredis.Client, key string, n int, store cursor.Store[string]) func() error {
+	src, err := redis.NewSource(rdb, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return runner(b, src, store, n)
+}
+
+// runner returns the timed run of a Resumer over src (NewResumer's defaults)
+// with its cursor in store and a handler that does nothing, over n
+// entries.
+func runner(b *testing.B, src *redis.Source, store cursor.Store[string], n int) func() error {
+	r, err := redis.NewResumer(src, store)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -246,8 +273,10 @@ var (
 // allocations per entry. source is the Source with its defaults against
 // the plain loop at -read-count (100), source-1000 against the loop at
 // COUNT 1000, fixed the Source at WithCount(-read-count) against the loop
-// at -read-count. Run it with -benchtime=20000x or more and -pairs 30 or
-// more: the ratios of short runs are noise.
+// at -read-count, file the Source with its defaults and its cursor in a
+// cursor.File against the loop at -read-count. Run it with
+// -benchtime=20000x or more and -pairs 30 or more: the ratios of short
+// runs are noise.
 func BenchmarkPaired(b *testing.B) {
 	tests := []struct {
 		name         string
@@ -255,6 +284,7 @@ func BenchmarkPaired(b *testing.B) {
 	}{
 		{name: "source", ours: sourceSide, theirs: sourceLoop},
 		{name: "source-1000", ours: sourceSide, theirs: loopAt(1000)},
+		{name: "file", ours: fileSide, theirs: sourceLoop},
 		{name: "fixed", ours: fixedSide, theirs: sourceLoop},
 		{name: "conn", ours: connSide, theirs: sourceLoop},
 		{name: "xinfo-script", ours: fixedSide, theirs: scriptSide},

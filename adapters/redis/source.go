@@ -108,7 +108,13 @@ func NewSource(rdb goredis.UniversalClient, key string, opts ...Option) (*Source
 //     (stream.WithCursorOrder: a cursor that goes back fails Run);
 //   - a resync hook (stream.WithHooks, added to the caller's) that tells
 //     src the cursor a resync (stream.WithResync) returned: the stream
-//     goes on after it, taken as covering every entry before it.
+//     goes on after it, taken as covering every entry before it;
+//   - saves at most every 100ms (stream.WithCheckpointInterval; a stream
+//     gone quiet is saved once the interval has passed, and Run's end
+//     saves): a save per entry costs an fsync with a cursor.File. After a
+//     crash the entries handled since the last save are delivered again,
+//     as any entry not yet saved is; stream.WithCheckpointEvery(1) with
+//     stream.WithCheckpointInterval(0) saves after every entry.
 //
 // A fresh store (the empty cursor) reads from the stream's first entry.
 // A nil src or store each add an error matching stream.ErrInvalidOption,
@@ -124,7 +130,8 @@ func NewResumer(src *Source, store cursor.Store[string], opts ...stream.Option) 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	base := []stream.Option{stream.WithCursorOrder(Compare), stream.WithHooks(stream.Hooks[string]{OnResync: src.onResync})}
+	base := []stream.Option{stream.WithCursorOrder(Compare), stream.WithHooks(stream.Hooks[string]{OnResync: src.onResync}),
+		stream.WithCheckpointInterval(defaultCheckpoint)}
 	return stream.New(src, Extract, store, append(base, opts...)...)
 }
 

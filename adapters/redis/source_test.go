@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,4 +407,65 @@ func addMany(t *testing.T, rdb *goredis.Client, key string, n int) []string {
 		ids[i] = c.Val()
 	}
 	return ids
+}
+
+// NewResumer saves at most once an interval (100ms), and at Run's end:
+// never once an entry by default (a cursor.File would fsync each), and
+// once an entry when asked (stream.WithCheckpointEvery(1) with
+// stream.WithCheckpointInterval(0)).
+func TestNewResumerSavesByInterval(t *testing.T) {
+	_, rdb := server(t)
+	const n = 2000
+	_, err := rdb.Pipelined(t.Context(), func(p goredis.Pipeliner) error {
+		for i := range n {
+			p.XAdd(t.Context(), &goredis.XAddArgs{Stream: "s", Values: []string{"n", fmt.Sprint(i)}})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := rdb.XRevRangeN(t.Context(), "s", "+", "-", 1).Result()
+	if err != nil || len(last) != 1 {
+		t.Fatalf("XREVRANGE = %v, %v", last, err)
+	}
+	for _, c := range []struct {
+		name    string
+		opts    []stream.Option
+		perSave bool
+	}{
+		{name: "default"},
+		{name: "every entry", opts: []stream.Option{stream.WithCheckpointEvery(1), stream.WithCheckpointInterval(0)}, perSave: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, err := redis.NewSource(rdb, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var saves atomic.Int64
+			hooks := stream.WithHooks(stream.Hooks[string]{OnSave: func(stream.SaveEvent[string]) { saves.Add(1) }})
+			store := cursor.NewMemory("")
+			r, err := redis.NewResumer(src, store, append(c.opts, hooks)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if got := len(runUntil(t, r, last[0].ID)); got != n {
+				t.Fatalf("handled %d entries, want %d", got, n)
+			}
+			took := time.Since(start)
+			if got, _ := store.Load(t.Context()); got != last[0].ID {
+				t.Errorf("Store holds %q after Run, want the last entry %q", got, last[0].ID)
+			}
+			// By interval: one save at most each 100ms of the run, and the
+			// final one.
+			most := int64(took/(100*time.Millisecond)) + 1
+			switch got := saves.Load(); {
+			case c.perSave && got != n:
+				t.Errorf("saves = %d, want %d (one an entry)", got, n)
+			case !c.perSave && got > most:
+				t.Errorf("saves = %d in %v, want at most %d (one each 100ms, and the final one)", got, took, most)
+			}
+		})
+	}
 }
