@@ -118,7 +118,11 @@ func fileSide(b *testing.B, rdb *goredis.Client, key string, n int) func() error
 	if err != nil {
 		b.Fatal(err)
 	}
-	return storeSide(b, rdb, key, n, store)
+	src, err := redis.NewSource(rdb, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return runner(b, src, store, n)
 }
 
 // fixedSide is sourceSide with WithCount(-read-count): every read asks for
@@ -144,15 +148,6 @@ func resumerSide(b *testing.B, rdb *goredis.Client, key string, n int, tune func
 		tune(src)
 	}
 	return runner(b, src, cursor.NewMemory(""), n)
-}
-
-// storeSide is sourceSide with its cursor in store.
-func storeSide(b *testing.B, rdb *goredis.Client, key string, n int, store cursor.Store[string]) func() error {
-	src, err := redis.NewSource(rdb, key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return runner(b, src, store, n)
 }
 
 // runner returns the timed run of a Resumer over src (NewResumer's defaults)
